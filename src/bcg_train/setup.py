@@ -1,0 +1,26 @@
+from setuptools import find_packages, setup
+
+package_name = "bcg_train"
+
+setup(
+    name=package_name,
+    version="0.1.0",
+    packages=find_packages(exclude=["test"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{package_name}"]),
+        (f"share/{package_name}", ["package.xml"]),
+    ],
+    install_requires=["setuptools", "bcg_sim"],
+    zip_safe=True,
+    maintainer="bcg developers",
+    maintainer_email="bcg@example.org",
+    description="SHAC + ADD training on bcg_sim, PPO baseline, policy export, MuJoCo sim-to-sim evaluation.",
+    license="BSD-3-Clause",
+    entry_points={
+        "console_scripts": [
+            # `ros2 run bcg_train train` and, for pip users, `bcg-train`
+            "train = bcg_train.train:main",
+            "bcg-train = bcg_train.train:main",
+        ],
+    },
+)
