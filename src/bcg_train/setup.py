@@ -18,9 +18,6 @@ setup(
     license="BSD-3-Clause",
     entry_points={
         "console_scripts": [
-            # `ros2 run bcg_train train` and, for pip users, `bcg-train`
-            "train = bcg_train.train:main",
-            "bcg-train = bcg_train.train:main",
         ],
     },
 )
