@@ -1,0 +1,53 @@
+"""config/*.yaml → dataclasses: typos and wrong types are errors that name the file and key."""
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from bcg_sim.config import ConfigError, from_dict, load_config
+
+
+@dataclass
+class _Inner:
+    sigma: float = 0.0
+    enabled: bool = False
+
+
+@dataclass
+class _Outer:
+    name: str = "x"
+    sizes: list[int] = field(default_factory=list)
+    inner: _Inner = field(default_factory=_Inner)
+    maybe: float | None = None
+
+
+def test_nested_values_are_typed():
+    cfg = from_dict(_Outer, {"name": "g1", "sizes": [1, 2], "inner": {"sigma": 1, "enabled": True}})
+    assert cfg.inner.sigma == 1.0 and isinstance(cfg.inner.sigma, float)
+    assert cfg.sizes == [1, 2] and cfg.inner.enabled is True and cfg.maybe is None
+
+
+@pytest.mark.parametrize(
+    "data, fragment",
+    [
+        ({"inner": {"sigmaa": 1.0}}, "unknown key(s) ['sigmaa']"),
+        ({"inner": {"sigma": "big"}}, "inner.sigma: expected a number"),
+        ({"inner": {"enabled": 1}}, "inner.enabled: expected true/false"),
+        ({"sizes": [1, 2.5]}, "sizes[1]: expected an integer"),
+    ],
+)
+def test_bad_values_name_the_key(data, fragment):
+    with pytest.raises(ConfigError) as exc:
+        from_dict(_Outer, data, where="file.yaml")
+    assert fragment in str(exc.value)
+
+
+def test_load_config_names_the_file(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("section:\n  name: 3\n")
+    with pytest.raises(ConfigError, match=r"c.yaml:section.name: expected a string"):
+        load_config(_Outer, p, section="section")
+    with pytest.raises(ConfigError, match="missing section 'other'"):
+        load_config(_Outer, p, section="other")
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(_Outer, tmp_path / "absent.yaml")
