@@ -19,21 +19,23 @@ command -v "$PY" >/dev/null || { echo "[setup] $PY not found; bcg needs Python 3
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 V=$ROOT/.venv
 echo "[setup] pip install -r requirements.txt"
-"$V/bin/pip" install -q --disable-pip-version-check -r requirements.txt 2>&1 | grep -v "^WARNING: Location" || true
+"$V/bin/pip" install -q --disable-pip-version-check -r requirements.txt 2>&1 | { grep -v "^WARNING: Location" || true; }
 "$V/bin/python" -c "import torch, warp, newton, mujoco, rclpy" # fail loudly if the install is incomplete
 
 echo "[setup] building unitree_hg (cmake)"
+# colcon must not mistake the venv or these build trees for packages of a workspace.
+mkdir -p build install; touch .venv/COLCON_IGNORE build/COLCON_IGNORE install/COLCON_IGNORE
 export AMENT_PREFIX_PATH=$V CMAKE_PREFIX_PATH=$V PATH=$V/bin:$PATH
 cmake -S src/unitree_hg -B build/unitree_hg -G Ninja -DBUILD_TESTING=OFF \
   -DCMAKE_INSTALL_PREFIX="$ROOT/install/unitree_hg" -DPython3_EXECUTABLE="$V/bin/python3" \
   -DPython3_FIND_VIRTUALENV=ONLY >build/unitree_hg.log 2>&1 \
-  || { mkdir -p build; cat build/unitree_hg.log; exit 1; }
+  || { cat build/unitree_hg.log; exit 1; }
 cmake --build build/unitree_hg -j2 >>build/unitree_hg.log 2>&1 && cmake --install build/unitree_hg >>build/unitree_hg.log 2>&1 \
   || { tail -50 build/unitree_hg.log; exit 1; }
 
 echo "[setup] pip install -e src/*"
 "$V/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation \
-  -e src/bcg_sim -e src/bcg_train -e src/bcg_policy_node -e src/g1_bringup 2>&1 | grep -v "^WARNING: Location" || true
+  -e src/bcg_sim -e src/bcg_train -e src/bcg_policy_node -e src/g1_bringup 2>&1 | { grep -v "^WARNING: Location" || true; }
 
 echo "[setup] warming the Warp kernel cache"
 (. ./env.sh && python -m bcg_sim.warmup) || echo "[setup] (kernel warm-up skipped)"
