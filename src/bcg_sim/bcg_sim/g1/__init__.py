@@ -1,10 +1,35 @@
 """The project's own G1 description (one Python source of truth) and its MJCF/URDF exporters."""
 
+from bcg_sim.g1.description import (  # noqa: F401
+    BODIES,
+    BODY_NAMES,
+    COLLIDERS,
+    FOOT_BODIES,
+    FOOT_FRICTION,
+    FOOT_SPHERE_RADIUS,
+    SITES,
+    VISUALS,
+    Body,
+    Geom,
+    Inertial,
+    Site,
+    body_joint,
+    body_names,
+    default_joint_pos,
+    default_qpos,
+    foot_sphere_names,
+    foot_sphere_positions,
+    forward_kinematics,
+    standing_height,
+    total_mass,
+)
 from bcg_sim.g1.joints import (  # noqa: F401
     JOINTS_23,
     JOINTS_29,
     MOTORS,
     NUM_MOTOR_SLOTS,
+    REMOVED_IN_23DOF,
+    VARIANTS,
     Joint,
     Motor,
     index_29_to_23,
@@ -12,3 +37,5 @@ from bcg_sim.g1.joints import (  # noqa: F401
     joints,
     motor_slots,
 )
+from bcg_sim.g1.mjcf import load_mujoco, to_mjcf, write_mjcf  # noqa: F401
+from bcg_sim.g1.urdf import to_urdf, write_urdf  # noqa: F401
