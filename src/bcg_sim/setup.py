@@ -22,6 +22,7 @@ setup(
             "bcg-motion = bcg_sim.motion.cli:main",
             "bcg-sim = bcg_sim.diffsim.cli:main",
             "bcg-gradvar = bcg_sim.diffsim.gradvar:main",
+            "bcg-policy = bcg_sim.policy.cli:main",
         ],
     },
 )
