@@ -179,11 +179,17 @@ def test_loads_in_newton(variant):
     builder = newton.ModelBuilder()
     builder.add_mjcf(g1.to_mjcf(variant), parse_sites=False, enable_self_collisions=False)
     model = builder.finalize(device="cpu")
-    n = len(g1.joints(variant))
+    js = g1.joints(variant)
+    n = len(js)
     assert model.body_count == N_BODIES
     assert model.joint_dof_count == 6 + n
     assert float(model.body_mass.numpy().sum()) == pytest.approx(g1.total_mass(variant), rel=1e-5)
     assert (model.joint_armature.numpy()[6:] > 0).all()  # Featherstone needs armature
+    np.testing.assert_allclose(model.joint_limit_lower.numpy()[6:], [j.lower for j in js], rtol=1e-6)
+    np.testing.assert_allclose(model.joint_limit_upper.numpy()[6:], [j.upper for j in js], rtol=1e-6)
+    np.testing.assert_allclose(model.joint_effort_limit.numpy()[6:], [g1.MOTORS[j.motor].effort_limit for j in js])
+    colliding = model.shape_flags.numpy() & int(newton.ShapeFlags.COLLIDE_SHAPES)
+    assert int((colliding > 0).sum()) == len(g1.COLLIDERS) + 1  # + the floor plane
     keys = list(model.body_label) if hasattr(model, "body_label") else list(model.body_key)
     assert [k.split("/")[-1] for k in keys] == g1.body_names(variant)
 
@@ -274,6 +280,49 @@ def test_forward_kinematics_matches_menagerie(menagerie):
         mujoco.mj_kinematics(men, d_men)
         err = np.linalg.norm(d_ours.xpos - d_men.xpos, axis=1)
         assert err.max() < FK_TOL, f"body {ours.body(int(err.argmax())).name} off by {err.max():.4f} m"
+
+
+def _signed_distance(geom: g1.Geom, points: np.ndarray) -> np.ndarray:
+    """Signed distance [N] [m] from body-frame points [N, 3] to a primitive (negative inside)."""
+    local = (points - np.asarray(geom.pos)) @ g1.description.quat_to_mat(geom.quat)
+    if geom.kind == "sphere":
+        return np.linalg.norm(local, axis=1) - geom.size[0]
+    if geom.kind == "capsule":
+        radius, half = geom.size
+        axis_point = np.zeros_like(local)
+        axis_point[:, 2] = np.clip(local[:, 2], -half, half)
+        return np.linalg.norm(local - axis_point, axis=1) - radius
+    excess = np.abs(local) - np.asarray(geom.size)
+    return np.linalg.norm(np.maximum(excess, 0.0), axis=1) + np.minimum(excess.max(axis=1), 0.0)
+
+
+def _mesh_vertices_in_body(model: mujoco.MjModel, geom: int) -> np.ndarray:
+    """Vertices [N, 3] [m] of a mesh geom in its body's frame."""
+    mesh = model.geom_dataid[geom]
+    start = model.mesh_vertadr[mesh]
+    verts = model.mesh_vert[start: start + model.mesh_vertnum[mesh]]
+    return verts @ g1.description.quat_to_mat(model.geom_quat[geom]).T + model.geom_pos[geom]
+
+
+COVER_MARGIN = 0.01  # [m] a mesh vertex this far outside every collider of its link counts as uncovered
+COVER_MIN_FRACTION = 0.75
+
+
+def test_colliders_cover_the_link_meshes(menagerie):
+    """Each visual mesh of a link with colliders lies mostly inside them (falls touch where they should)."""
+    men = menagerie
+    for i in range(men.ngeom):
+        if men.geom_group[i] != 2 or men.geom_type[i] != mujoco.mjtGeom.mjGEOM_MESH:
+            continue  # Menagerie's visual meshes only
+        body = men.body(men.geom_bodyid[i]).name
+        colliders = [c for c in g1.COLLIDERS if c.body == body and c.name not in g1.foot_sphere_names()]
+        if not colliders:
+            continue
+        points = _mesh_vertices_in_body(men, i)
+        dist = np.min([_signed_distance(c, points) for c in colliders], axis=0)
+        covered = float(np.mean(dist < COVER_MARGIN))
+        mesh = men.mesh(men.geom_dataid[i]).name
+        assert covered >= COVER_MIN_FRACTION, f"{body}: colliders cover only {covered:.0%} of mesh {mesh}"
 
 
 def test_dynamics_match_menagerie(menagerie):

@@ -238,20 +238,24 @@ def _y(p: Vec3, s: float) -> Vec3:
 def _side_colliders(side: str, s: float) -> list[Geom]:
     """Limb colliders of one side, sized to the link meshes' extents (so falls touch where the robot does)."""
     return [
+        capsule(f"{side}_hip", f"{side}_hip_roll_link", (0.025, 0.0, 0.0), (0.025, 0.0, -0.08), 0.052),
         capsule(f"{side}_thigh", f"{side}_hip_yaw_link", (0.0, 0.0, -0.03), _y((-0.07, 0.002, -0.17), s), 0.05),
         capsule(f"{side}_shin", f"{side}_knee_link", (0.015, 0.0, 0.0), (0.0, 0.0, -0.25), 0.045),
-        sphere(f"{side}_shoulder", f"{side}_shoulder_pitch_link", _y((0.0, 0.04, -0.01), s), 0.035),
+        capsule(f"{side}_shoulder", f"{side}_shoulder_pitch_link", _y((0.0, 0.025, -0.005), s),
+                _y((0.0, 0.05, -0.005), s), 0.04),
+        capsule(f"{side}_upper_arm_top", f"{side}_shoulder_roll_link", _y((0.0, 0.004, 0.0), s),
+                _y((0.0, 0.004, -0.07), s), 0.04),
         capsule(f"{side}_upper_arm", f"{side}_shoulder_yaw_link", (0.0, 0.0, 0.0), (0.0158, 0.0, -0.08), 0.035),
         capsule(f"{side}_forearm", f"{side}_elbow_link", (0.0, 0.0, 0.0), _y((0.1, 0.002, -0.01), s), 0.03),
         capsule(f"{side}_wrist", f"{side}_wrist_pitch_link", (0.0, 0.0, 0.0), (0.046, 0.0, 0.0), 0.03),
-        capsule(f"{side}_hand", f"{side}_wrist_yaw_link", (0.04, 0.0, 0.01), (0.13, 0.0, 0.01), 0.04),
+        box(f"{side}_hand", f"{side}_wrist_yaw_link", _y((0.078, -0.005, 0.01), s), (0.09, 0.035, 0.05)),
     ] + [sphere(f"{side}_foot_{i}", f"{side}_ankle_roll_link", p, FOOT_SPHERE_RADIUS)
          for i, p in enumerate(_FOOT_SPHERES)]
 
 
 COLLIDERS: tuple[Geom, ...] = tuple(
     [
-        capsule("pelvis_collision", "pelvis", (0.0, -0.045, -0.075), (0.0, 0.045, -0.075), 0.06),
+        box("pelvis_collision", "pelvis", (0.0015, 0.0, -0.075), (0.06, 0.07, 0.075)),
         box("torso_collision", "torso_link", (0.008, 0.0, 0.15), (0.075, 0.105, 0.16)),
         sphere("head", "torso_link", (0.008, 0.0, 0.385), 0.085),
     ]
@@ -275,10 +279,8 @@ def foot_sphere_names(foot: str | None = None) -> list[str]:
 def _side_visuals(side: str, s: float) -> list[Geom]:
     return [
         capsule(f"{side}_hip_pitch_visual", f"{side}_hip_pitch_link", (0.0, 0.0, 0.0), _y((0.0, 0.07, -0.03), s), 0.04),
-        capsule(f"{side}_hip_roll_visual", f"{side}_hip_roll_link", (0.04, 0.0, 0.0), (0.03, 0.0, -0.11), 0.045),
         box(f"{side}_sole_visual", f"{side}_ankle_roll_link", (0.038, 0.0, -0.018), (0.104, 0.038, 0.016)),
         sphere(f"{side}_ankle_visual", f"{side}_ankle_pitch_link", (0.0, 0.0, 0.0), 0.02),
-        sphere(f"{side}_elbow_visual", f"{side}_elbow_link", (0.0, 0.0, 0.0), 0.032),
     ]
 
 

@@ -24,14 +24,13 @@ ROBOT_CONTYPE, ROBOT_CONAFFINITY = 1, 0  # robot-robot pairs never match -> no s
 FLOOR_CONTYPE, FLOOR_CONAFFINITY = 1, 1
 VISUAL_GROUP, COLLISION_GROUP = 2, 3  # MuJoCo viewer groups, as in Menagerie
 COLOR_BODY = "0.7 0.7 0.7 1"
-COLOR_DARK = "0.2 0.2 0.2 1"
 COLOR_COLLISION = "0.9 0.4 0.2 0.5"
 SITE_SIZE = 0.01  # [m] rendering only
 
 
 def _f(x) -> str:
     """Compact float formatting for XML attributes (12 significant digits keeps the table exact)."""
-    return " ".join(f"{float(v):.12g}" for v in np.atleast_1d(x))
+    return " ".join(f"{float(v) + 0.0:.12g}" for v in np.atleast_1d(x))  # + 0.0 turns -0 into 0
 
 
 def _defaults(root: ET.Element) -> None:
@@ -53,7 +52,6 @@ def _defaults(root: ET.Element) -> None:
 def _assets(root: ET.Element, floor: bool) -> None:
     asset = ET.SubElement(root, "asset")
     ET.SubElement(asset, "material", {"name": "body", "rgba": COLOR_BODY})
-    ET.SubElement(asset, "material", {"name": "dark", "rgba": COLOR_DARK})
     if floor:
         ET.SubElement(asset, "texture", {"name": "grid", "type": "2d", "builtin": "checker", "width": "512",
                                          "height": "512", "rgb1": "0.2 0.3 0.4", "rgb2": "0.1 0.2 0.3"})

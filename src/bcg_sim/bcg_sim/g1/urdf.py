@@ -19,7 +19,7 @@ from bcg_sim.g1.mjcf import COLOR_BODY, COLOR_COLLISION
 
 
 def _f(x) -> str:
-    return " ".join(f"{float(v):.12g}" for v in np.atleast_1d(x))
+    return " ".join(f"{float(v) + 0.0:.12g}" for v in np.atleast_1d(x))  # + 0.0 turns -0 into 0
 
 
 def mat_to_rpy(r: np.ndarray) -> tuple[float, float, float]:
