@@ -37,6 +37,8 @@ class Motion:
     body_quat_w: np.ndarray | None = None  # [T, B, 4] w x y z
     foot_contact: np.ndarray | None = None  # [T, 2] bool, (left, right)
     source: str = ""  # file or generator this clip came from
+    body_lin_vel_w: np.ndarray | None = None  # [T, B, 3] m/s, finite differences of body_pos_w
+    body_ang_vel_w: np.ndarray | None = None  # [T, B, 3] rad/s, world frame, from body_quat_w
 
     @property
     def num_frames(self) -> int:
@@ -50,3 +52,28 @@ class Motion:
     @property
     def dt(self) -> float:
         return 1.0 / self.fps
+
+    @property
+    def completed(self) -> bool:
+        """True once the derived fields are filled (see `bcg_sim.motion.kinematics.complete`)."""
+        return self.body_pos_w is not None and self.foot_contact is not None and self.joint_vel is not None
+
+    @property
+    def times(self) -> np.ndarray:
+        """[T] seconds since the first frame."""
+        return np.arange(self.num_frames) / self.fps
+
+    def qpos(self) -> np.ndarray:
+        """[T, 36] MuJoCo qpos of the G1 floating base model: x y z, qw qx qy qz, 29 joints."""
+        return np.concatenate([self.root_pos_w, self.root_quat_w, self.joint_pos], axis=1)
+
+    def primary(self, name: str | None = None, source: str | None = None) -> Motion:
+        """A copy with only the primary fields (root pose, joints); derived fields are left for `complete`."""
+        return Motion(
+            name=self.name if name is None else name,
+            fps=float(self.fps),
+            root_pos_w=np.array(self.root_pos_w, dtype=float),
+            root_quat_w=np.array(self.root_quat_w, dtype=float),
+            joint_pos=np.array(self.joint_pos, dtype=float),
+            source=self.source if source is None else source,
+        )

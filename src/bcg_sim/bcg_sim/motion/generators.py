@@ -1,0 +1,314 @@
+"""Built-in G1 clips (run, jump, fight, dance) from keyframes + leg inverse kinematics.
+
+Each generator builds a `_Plan`: pelvis trajectory, footholds with swing paths, and upper-body joint
+keyframes, all from config/motions.yaml. The legs are then solved by `ik.solve_legs` so that feet are
+exactly where the plan puts them: flat and still on the ground in stance (no sliding, no penetration), and
+clear of the ground in swing. During flight the pelvis follows a ballistic parabola (gravity g).
+Phase durations are rounded to whole frames so that phase boundaries fall on frames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from scipy.interpolate import PchipInterpolator
+
+from bcg_sim.config import ConfigError
+from bcg_sim.g1 import JOINTS_29
+from bcg_sim.motion import _model, ik, kinematics, rotations
+from bcg_sim.motion.config import (GenerationConfig, JumpConfig, KeyframedConfig, PoseKey, RunConfig,
+                                   SwingConfig)
+from bcg_sim.motion.motion import Motion
+
+# Bump when the generator code changes in a way that changes its output (part of the cache key).
+GENERATOR_VERSION = 1
+CLIPS = ("run", "jump", "fight", "dance")
+_JOINT_INDEX = {j.name: i for i, j in enumerate(JOINTS_29)}
+_FEET = ("left", "right")
+
+
+@dataclass
+class _Plan:
+    """Everything but the leg joints, sampled at the clip's frames (T)."""
+
+    times: np.ndarray  # [T] s
+    root_pos_w: np.ndarray  # [T, 3] m
+    root_quat_w: np.ndarray  # [T, 4] w x y z
+    joint_pos: np.ndarray  # [T, 29] upper body set; legs = initial guess
+    foot_pos_w: np.ndarray  # [T, 2, 3] sole point under the foot-body origin (z = 0 when on the ground), m
+    foot_yaw: np.ndarray  # [T, 2] rad
+    foot_pitch: np.ndarray  # [T, 2] rad, positive = toes down (only in swing)
+    foot_swing: np.ndarray  # [T, 2] bool, the foot is between two footholds
+
+
+@dataclass(frozen=True)
+class _Hold:
+    """A foot planted at (x, y) with heading yaw from t0 to t1 (s)."""
+
+    t0: float
+    t1: float
+    x: float
+    y: float
+    yaw: float
+
+
+def generate(name: str, cfg: GenerationConfig) -> Motion:
+    """The built-in clip `name` (one of CLIPS), completed."""
+    builders: dict[str, Callable[[GenerationConfig], _Plan]] = {
+        "run": lambda c: _run(c.run, c.fps, c.gravity),
+        "jump": lambda c: _jump(c.jump, c.fps, c.gravity),
+        "fight": lambda c: _keyframed(c.fight, c.fps),
+        "dance": lambda c: _keyframed(c.dance, c.fps),
+    }
+    if name not in builders:
+        raise KeyError(f"unknown built-in clip {name!r}; expected one of {CLIPS}")
+    plan = builders[name](cfg)
+    qpos = np.concatenate([plan.root_pos_w, plan.root_quat_w, plan.joint_pos], axis=1)
+    foot_target = plan.foot_pos_w + np.array([0.0, 0.0, ik.sole_height()])
+    foot_quat = rotations.from_euler_zyx(np.zeros_like(plan.foot_yaw), plan.foot_pitch, plan.foot_yaw)
+    rot_weight = np.where(plan.foot_swing, cfg.ik.swing_rotation_weight, 1.0)
+    qpos = ik.solve_legs(qpos, foot_target, foot_quat, rot_weight, cfg.ik)
+    motion = Motion(name=name, fps=float(cfg.fps), root_pos_w=qpos[:, :3], root_quat_w=qpos[:, 3:7],
+                    joint_pos=qpos[:, 7:], source=f"bcg built-in generator v{GENERATOR_VERSION}")
+    return kinematics.complete(motion)
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+def _frames(duration: float, fps: float) -> int:
+    """Whole number of frames (>= 1) closest to a duration."""
+    return max(1, int(round(duration * fps)))
+
+
+def _min_jerk(s: np.ndarray) -> np.ndarray:
+    """Smooth 0 -> 1 on s in [0, 1] with zero velocity and acceleration at both ends."""
+    s = np.clip(s, 0.0, 1.0)
+    return s ** 3 * (10.0 - 15.0 * s + 6.0 * s ** 2)
+
+
+def _feet_track(holds: list[_Hold], times: np.ndarray, swing: SwingConfig,
+                lift: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[np.ndarray, ...]:
+    """One foot's sole point [T, 3], yaw [T], pitch [T] and swing flag [T] from its footholds (sorted, non-overlapping).
+
+    Before the first / after the last foothold the foot stays there. Between two footholds it swings:
+    height apex * sin(pi s) (+ lift(t), e.g. the pelvis rise during a jump), foot pitch * sin(2 pi s) (toes down
+    after lift-off so the leg can reach behind, toes up before touch-down so it can reach ahead; pitch < apex /
+    (2 x toe length) keeps the sole above the ground), horizontal min-jerk on s in [hold, 1 - hold].
+    """
+    pos = np.zeros((times.size, 3))
+    yaw = np.zeros(times.size)
+    pitch = np.zeros(times.size)
+    in_swing = np.zeros(times.size, dtype=bool)
+    first = holds[0]
+    pos[:, 0], pos[:, 1], yaw[:] = first.x, first.y, first.yaw
+    for a, b in zip(holds[:-1], holds[1:]):
+        s = (times - a.t1) / (b.t0 - a.t1)
+        swinging = (s > 0) & (s < 1)
+        after = times >= b.t0
+        h = _min_jerk((s - swing.hold) / (1.0 - 2.0 * swing.hold))
+        for k, (va, vb) in enumerate(((a.x, b.x), (a.y, b.y))):
+            pos[swinging, k] = va + (vb - va) * h[swinging]
+            pos[after, k] = vb
+        yaw[swinging] = a.yaw + (b.yaw - a.yaw) * h[swinging]
+        yaw[after] = b.yaw
+        bump = np.sin(np.pi * s[swinging])
+        pos[swinging, 2] = swing.apex * bump + (lift(times[swinging]) if lift is not None else 0.0)
+        pitch[swinging] = swing.pitch * np.sin(2.0 * np.pi * s[swinging])
+        in_swing |= swinging
+    return pos, yaw, pitch, in_swing
+
+
+def _upper_body(poses: dict[str, dict[str, float]], keys: list[PoseKey], times: np.ndarray,
+                key_time: Callable[[float], float] = float) -> np.ndarray:
+    """[T, 29] joints: G1 default pose, with the keyframed joints interpolated by PCHIP (C1, and no overshoot
+    beyond the keyframe values, so keyframes within the joint limits give a clip within them)."""
+    out = np.tile(_model.default_joint_pos(), (times.size, 1))
+    if not keys:
+        return out
+    names = sorted({n for k in keys for n in _pose(poses, k.pose)})
+    tk = np.array([key_time(k.t) for k in keys])
+    for n in names:
+        default = out[0, _JOINT_INDEX[n]]
+        values = np.array([_pose(poses, k.pose).get(n, default) for k in keys])
+        out[:, _JOINT_INDEX[n]] = _interp(tk, values, times)
+    return out
+
+
+def _pose(poses: dict[str, dict[str, float]], name: str) -> dict[str, float]:
+    if name not in poses:
+        raise ConfigError(f"motions.yaml: pose {name!r} is not defined; known: {sorted(poses)}")
+    unknown = set(poses[name]) - set(_JOINT_INDEX)
+    if unknown:
+        raise ConfigError(f"motions.yaml: pose {name!r} names unknown joints {sorted(unknown)}")
+    return poses[name]
+
+
+def _interp(tk: np.ndarray, values: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """PCHIP through (tk, values) along axis 0, held constant outside [tk[0], tk[-1]]."""
+    if tk.size == 1:
+        return np.broadcast_to(values[0], (times.size,) + values.shape[1:]).copy()
+    return PchipInterpolator(tk, values, axis=0)(np.clip(times, tk[0], tk[-1]))
+
+
+def _stack_feet(tracks: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    """(left, right) foot tracks -> foot_pos_w [T, 2, 3], foot_yaw, foot_pitch, foot_swing [T, 2]."""
+    return tuple(np.stack(parts, axis=1) for parts in zip(*tracks))
+
+
+class _Track:
+    """A 3-D pelvis path built segment by segment: C1 cubic Hermite blends and ballistic flights."""
+
+    def __init__(self, p0: np.ndarray, gravity: float) -> None:
+        self.g = gravity
+        self.knots: list[tuple[float, np.ndarray, np.ndarray]] = [(0.0, np.asarray(p0, float), np.zeros(3))]
+        self.kinds: list[str] = []
+
+    @property
+    def end(self) -> tuple[float, np.ndarray, np.ndarray]:
+        return self.knots[-1]
+
+    def hermite(self, duration: float, p: np.ndarray, v: np.ndarray | None = None) -> _Track:
+        t, _, _ = self.end
+        self.knots.append((t + duration, np.asarray(p, float), np.zeros(3) if v is None else np.asarray(v, float)))
+        self.kinds.append("hermite")
+        return self
+
+    def hold(self, duration: float) -> _Track:
+        return self.hermite(duration, self.end[1])
+
+    def ballistic(self, duration: float) -> _Track:
+        t, p, v = self.end
+        acc = np.array([0.0, 0.0, -self.g])
+        self.knots.append((t + duration, p + v * duration + 0.5 * acc * duration ** 2, v + acc * duration))
+        self.kinds.append("ballistic")
+        return self
+
+    def sample(self, times: np.ndarray) -> np.ndarray:
+        """[T, 3] positions at times (held at the ends)."""
+        out = np.tile(self.knots[0][1], (times.size, 1))
+        acc = np.array([0.0, 0.0, -self.g])
+        for (t0, p0, v0), (t1, p1, v1), kind in zip(self.knots[:-1], self.knots[1:], self.kinds):
+            sel = (times >= t0) & (times <= t1)
+            tau = (times[sel] - t0)[:, None]
+            if kind == "ballistic":
+                out[sel] = p0 + v0 * tau + 0.5 * acc * tau ** 2
+            else:
+                out[sel] = _hermite(p0, v0, p1, v1, t1 - t0, tau / (t1 - t0))
+        out[times > self.end[0]] = self.end[1]
+        return out
+
+
+def _hermite(p0: np.ndarray, v0: np.ndarray, p1: np.ndarray, v1: np.ndarray, T: float, s: np.ndarray) -> np.ndarray:
+    """Cubic Hermite between (p0, v0) and (p1, v1) over T seconds at s in [0, 1]."""
+    h00, h10, h01, h11 = 2 * s ** 3 - 3 * s ** 2 + 1, s ** 3 - 2 * s ** 2 + s, -2 * s ** 3 + 3 * s ** 2, s ** 3 - s ** 2
+    return h00 * p0 + h10 * T * v0 + h01 * p1 + h11 * T * v1
+
+
+# ----------------------------------------------------------------------------------------------- run
+def _run(c: RunConfig, fps: float, g: float) -> _Plan:
+    """Steady running along +x: alternating single-support stances and ballistic flights.
+
+    Stance: the pelvis dips on a parabola between take-off and touch-down vertical speeds (+-g Tf / 2),
+    so z is C1 and periodic; horizontal speed is constant throughout (ballistic in flight by construction).
+    """
+    times = np.arange(_frames(c.duration, fps) + 1) / fps
+    ts, tf = _frames(c.stance_time, fps) / fps, _frames(c.flight_time, fps) / fps
+    period = ts + tf  # one step
+    vz = 0.5 * g * tf
+    phase = np.mod(times, period)
+    s = phase / ts
+    tau = phase - ts
+    z = np.where(phase < ts, c.touchdown_height - vz * ts * (s - s ** 2),
+                 c.touchdown_height + vz * tau - 0.5 * g * tau ** 2)
+    root = np.stack([c.speed * times, np.zeros_like(times), z], axis=1)
+    # Footstep k (left when even) is planted over [k P, k P + Ts], centred under the pelvis at mid-stance.
+    k_range = range(-2, int(np.ceil(times[-1] / period)) + 2)
+    tracks = []
+    for side, sign in zip((0, 1), (1.0, -1.0)):
+        holds = [_Hold(k * period, k * period + ts, c.speed * (k * period + ts / 2) + c.foot_forward,
+                       sign * c.half_width, 0.0) for k in k_range if k % 2 == side]
+        tracks.append(_feet_track(holds, times, c.swing))
+    # Stride phase: +1 at left mid-stance (right leg swinging forward), -1 at right mid-stance.
+    stride = np.cos(np.pi * (times - ts / 2) / period)
+    arm = np.cos(np.pi * (times - period) / period)  # +1 when the right foot touches down (left arm forward)
+    quat = rotations.from_euler_zyx(c.roll_amplitude * stride, np.full_like(times, c.lean), c.yaw_amplitude * stride)
+    joints = np.tile(_model.default_joint_pos(), (times.size, 1))
+    for name, value in {
+        "waist_yaw": -c.waist_yaw_amplitude * stride,
+        "left_shoulder_pitch": c.arm_bias - c.arm_swing * arm,
+        "right_shoulder_pitch": c.arm_bias + c.arm_swing * arm,
+        "left_shoulder_roll": np.full_like(times, c.shoulder_roll),
+        "right_shoulder_roll": np.full_like(times, -c.shoulder_roll),
+        "left_elbow": c.elbow + c.elbow_swing * arm,
+        "right_elbow": c.elbow - c.elbow_swing * arm,
+    }.items():
+        joints[:, _JOINT_INDEX[name]] = value
+    return _Plan(times, root, quat, joints, *_stack_feet(tracks))
+
+
+# ----------------------------------------------------------------------------------------------- jump
+def _jump(c: JumpConfig, fps: float, g: float) -> _Plan:
+    """Stand, crouch, push off, ballistic flight forward, land, absorb, stand up.
+
+    Phases 0..6: stand, crouch, push, flight, landing, recover, end. Upper-body key times in the config are
+    `phase + fraction` (e.g. 3.5 = middle of the flight). In flight the feet rise with the pelvis plus a tuck,
+    and land flat at the new footholds.
+    """
+    t_flight = _frames(2.0 * np.sqrt(2.0 * c.apex / g), fps) / fps
+    vz, vx = 0.5 * g * t_flight, c.distance / t_flight
+    durations = [_frames(d, fps) / fps for d in (c.stand_time, c.crouch_time, c.push_time)] + [t_flight] + [
+        _frames(d, fps) / fps for d in (c.landing_time, c.recover_time, c.end_time)]
+    starts = np.concatenate([[0.0], np.cumsum(durations)])
+    times = np.arange(_frames(starts[-1], fps) + 1) / fps
+    x_to = vx * durations[2] / 2  # average speed of a Hermite ramp from rest is half its final speed
+    x_end = x_to + c.distance + vx * durations[4] / 2
+    track = (_Track(np.array([0.0, 0.0, c.stand_height]), g).hold(durations[0])
+             .hermite(durations[1], [0.0, 0.0, c.crouch_height])
+             .hermite(durations[2], [x_to, 0.0, c.takeoff_height], [vx, 0.0, vz])
+             .ballistic(durations[3])
+             .hermite(durations[4], [x_end, 0.0, c.land_height])
+             .hermite(durations[5], [x_end, 0.0, c.stand_height]).hold(durations[6]))
+    root = track.sample(times)
+    t_off, t_on = starts[3], starts[4]
+
+    def lift(t: np.ndarray) -> np.ndarray:  # feet follow the pelvis rise in flight (legs keep their length)
+        return track.sample(t)[:, 2] - c.takeoff_height
+
+    tracks = []
+    for sign in (1.0, -1.0):
+        holds = [_Hold(-np.inf, t_off, c.foot_forward, sign * c.half_width, 0.0),
+                 _Hold(t_on, np.inf, x_end + c.foot_forward, sign * c.half_width, 0.0)]
+        tracks.append(_feet_track(holds, times, SwingConfig(apex=c.tuck, hold=c.hold, pitch=0.0), lift))
+    pitch = _interp(starts[[0, 1, 2, 3, 4, 5, 6]], np.array([0, 0, c.lean, 0.3 * c.lean, 0, c.lean, 0]), times)
+    quat = rotations.from_euler_zyx(np.zeros_like(times), pitch, np.zeros_like(times))
+
+    def key_time(k: float) -> float:
+        i = int(np.clip(np.floor(k), 0, len(durations) - 1))
+        return float(starts[i] + (k - i) * durations[i])
+
+    joints = _upper_body(c.poses, c.keys, times, key_time)
+    return _Plan(times, root, quat, joints, *_stack_feet(tracks))
+
+
+# ----------------------------------------------------------------------------------------------- fight/dance
+def _keyframed(c: KeyframedConfig, fps: float) -> _Plan:
+    """Planted feet (with optional steps), keyframed pelvis pose and upper body."""
+    times = np.arange(_frames(c.duration, fps) + 1) / fps
+    lx, rx, lyaw, ryaw = c.stagger
+    holds = {"left": [_Hold(-np.inf, np.inf, lx, c.half_width, lyaw)],
+             "right": [_Hold(-np.inf, np.inf, rx, -c.half_width, ryaw)]}
+    for step in sorted(c.steps, key=lambda s: s.t_lift):
+        if step.foot not in holds:
+            raise ConfigError(f"motions.yaml: step foot must be 'left' or 'right', got {step.foot!r}")
+        last = holds[step.foot][-1]
+        dx, dy, dyaw = step.move
+        holds[step.foot][-1] = _Hold(last.t0, step.t_lift, last.x, last.y, last.yaw)
+        holds[step.foot].append(_Hold(step.t_land, np.inf, last.x + dx, last.y + dy, last.yaw + dyaw))
+    tracks = [_feet_track(holds[f], times, c.swing) for f in _FEET]
+    tk = np.array([k.t for k in c.root])
+    root = _interp(tk, np.array([k.pos for k in c.root], float), times)
+    rpy = _interp(tk, np.array([k.rpy for k in c.root], float), times)
+    quat = rotations.from_euler_zyx(rpy[:, 0], rpy[:, 1], rpy[:, 2])
+    joints = _upper_body(c.poses, c.keys, times)
+    return _Plan(times, root, quat, joints, *_stack_feet(tracks))

@@ -1,0 +1,99 @@
+"""`load` / `save`: motion files and the built-in clips (generated once, cached as NPZ)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from bcg_sim.config import config_dir
+from bcg_sim.motion import _model, generators, ik, io, kinematics, ops
+from bcg_sim.motion.config import motions_config
+from bcg_sim.motion.motion import Motion
+
+BUILTIN = generators.CLIPS
+
+
+def load(name_or_path: str | os.PathLike, fps: float | None = None, clip: str | None = None) -> Motion:
+    """A completed Motion: a built-in clip name ("run", "jump", "fight", "dance") or a motion file
+    (.csv LAFAN1-G1, .npz mjlab/BeyondMimic, .pkl PHC/ASAP; `clip` picks one clip of a multi-clip PKL).
+    With `fps`, the clip is resampled to that rate. Bad files raise `MotionFormatError`."""
+    key = str(name_or_path)
+    if key in BUILTIN and not Path(key).exists():
+        motion = builtin(key)
+    else:
+        motion = kinematics.complete(io.read(name_or_path, clip))
+    if fps is not None and not np.isclose(fps, motion.fps):
+        motion = ops.resample(motion, fps)
+    return motion
+
+
+def save(motion: Motion, path: str | os.PathLike) -> None:
+    """Write `motion` in the format of the extension (.csv, .npz, .pkl); completes it first if needed."""
+    if not motion.completed:
+        motion = kinematics.complete(motion.primary())
+    io.write(motion, path)
+
+
+def builtin(name: str) -> Motion:
+    """Built-in clip `name`, from the cache when its key (config + code + model) matches, else generated."""
+    path = cache_path(name)
+    if path.is_file():
+        try:
+            motion = kinematics.complete(io.read_npz(path))
+            motion.name, motion.source = name, f"built-in {name} ({path})"
+            return motion
+        except io.MotionFormatError:
+            pass  # a damaged cache entry is regenerated below (the cache holds nothing else)
+    motion = generators.generate(name, motions_config().generation)
+    _write_atomic(motion, path)
+    return motion
+
+
+def cache_dir() -> Path:
+    """$BCG_CACHE_DIR/motions if set, else <repo>/<cache_subdir> (config), else ~/.cache/bcg/motions."""
+    env = os.environ.get("BCG_CACHE_DIR")
+    if env:
+        return Path(env) / "motions"
+    repo = config_dir().resolve().parent
+    if (repo / "src" / "bcg_sim").is_dir():
+        return repo / motions_config().cache_subdir
+    return Path.home() / ".cache" / "bcg" / "motions"
+
+
+def cache_path(name: str) -> Path:
+    return cache_dir() / f"{name}-{cache_key(name)}.npz"
+
+
+def cache_key(name: str) -> str:
+    """16 hex digits of a hash of everything the clip depends on: its generator config, the generator/IK/
+    kinematics code, the contact rule and the G1 model's kinematic tree."""
+    cfg = motions_config()
+    h = hashlib.sha256()
+    h.update(json.dumps([name, generators.GENERATOR_VERSION, dataclasses.asdict(cfg.generation),
+                         dataclasses.asdict(cfg.contact)], sort_keys=True, default=str).encode())
+    for module in (generators, ik, kinematics):
+        h.update(inspect.getsource(module).encode())
+    m = _model.model()
+    for arr in (m.body_pos, m.body_quat, m.jnt_axis, m.jnt_range, m.geom_pos, m.geom_size):
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _write_atomic(motion: Motion, path: Path) -> None:
+    """Write then rename, so concurrent readers (parallel tests, several processes) never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npz")  # np.savez keeps a .npz suffix
+    os.close(fd)
+    try:
+        io.write_npz(motion, Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

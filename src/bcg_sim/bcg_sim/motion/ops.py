@@ -1,0 +1,98 @@
+"""Operations on motions: resampling, time windows, ground alignment, 29 <-> 23 DoF mapping.
+
+All return new, completed `Motion`s (derived fields recomputed on the result).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bcg_sim.g1 import JOINTS_29, index_29_to_23
+from bcg_sim.motion import kinematics, rotations
+from bcg_sim.motion.motion import Motion
+
+# Frame times are compared with this slack (s) so that e.g. a 4.0 s clip keeps its last frame at any rate.
+_TIME_EPS = 1e-9
+
+
+def resample(motion: Motion, fps: float) -> Motion:
+    """The clip at a new rate: frames at k / fps for k = 0 .. floor(duration * fps).
+
+    Positions and joints are interpolated linearly, the root quaternion by slerp (unit norm preserved);
+    original frame times that fall on the new grid are reproduced exactly.
+    """
+    if fps <= 0:
+        raise ValueError(f"fps must be positive, got {fps}")
+    n = int(np.floor(motion.duration * fps + _TIME_EPS)) + 1
+    t_new = np.arange(n) / fps
+    src = t_new * motion.fps  # fractional source frame
+    i0 = np.clip(np.floor(src + _TIME_EPS).astype(int), 0, motion.num_frames - 1)
+    i1 = np.minimum(i0 + 1, motion.num_frames - 1)
+    s = np.clip(src - i0, 0.0, 1.0)
+    out = motion.primary()
+    out.fps = float(fps)
+    out.root_pos_w = _lerp(motion.root_pos_w, i0, i1, s)
+    out.joint_pos = _lerp(motion.joint_pos, i0, i1, s)
+    out.root_quat_w = rotations.slerp(motion.root_quat_w[i0], motion.root_quat_w[i1], s)
+    exact = s < _TIME_EPS  # keep the source quaternion bit-for-bit where no interpolation is needed
+    out.root_quat_w[exact] = motion.root_quat_w[i0[exact]]
+    return kinematics.complete(out)
+
+
+def _lerp(x: np.ndarray, i0: np.ndarray, i1: np.ndarray, s: np.ndarray) -> np.ndarray:
+    return x[i0] + (x[i1] - x[i0]) * s[:, None]
+
+
+def clip(motion: Motion, start: float = 0.0, end: float | None = None) -> Motion:
+    """Frames with start <= t <= end (seconds from the first frame; end=None: to the end), times restarted."""
+    t = motion.times
+    end = motion.duration if end is None else end
+    keep = (t >= start - _TIME_EPS) & (t <= end + _TIME_EPS)
+    if not keep.any():
+        raise ValueError(f"window [{start}, {end}] s holds no frame of {motion.name!r} ({motion.duration:.3f} s)")
+    out = motion.primary()
+    out.root_pos_w, out.root_quat_w, out.joint_pos = (a[keep] for a in
+                                                      (motion.root_pos_w, motion.root_quat_w, motion.joint_pos))
+    return kinematics.complete(out)
+
+
+def ground_offset(motion: Motion) -> float:
+    """Height (m) of the ground under the clip: the lowest sole point over its contact frames.
+
+    Contacts depend on the height, so the clip is first shifted so that its lowest sole point over all frames
+    is at z = 0; the contact rule then picks the contact frames, and the lowest sole point among those
+    (per contacting foot) is the ground. A foot that dips lower while moving fast is not ground.
+    """
+    m = motion if motion.completed else kinematics.complete(motion.primary())
+    heights = kinematics.foot_heights(m)  # [T, 2]
+    first = float(heights.min())
+    shifted = _shift_z(m, -first)
+    flags = shifted.foot_contact
+    if not flags.any():
+        return first
+    return first + float(kinematics.foot_heights(shifted)[flags].min())
+
+
+def align_ground(motion: Motion) -> Motion:
+    """The clip shifted vertically so that `ground_offset` becomes 0."""
+    return _shift_z(motion, -ground_offset(motion))
+
+
+def _shift_z(motion: Motion, dz: float) -> Motion:
+    out = motion.primary()
+    out.root_pos_w = out.root_pos_w + np.array([0.0, 0.0, dz])
+    return kinematics.complete(out)
+
+
+def to_23dof(joint_pos: np.ndarray) -> np.ndarray:
+    """[..., 29] motor-order joints -> [..., 23] of Unitree's 23-DoF G1 (drops waist roll/pitch, wrist
+    pitch/yaw: indices 13, 14, 20, 21, 27, 28)."""
+    return np.asarray(joint_pos)[..., index_29_to_23()]
+
+
+def from_23dof(joint_pos_23: np.ndarray) -> np.ndarray:
+    """[..., 23] Unitree 23-DoF joints -> [..., 29]; the six missing joints are 0 rad."""
+    q23 = np.asarray(joint_pos_23, dtype=float)
+    out = np.zeros(q23.shape[:-1] + (len(JOINTS_29),))
+    out[..., index_29_to_23()] = q23
+    return out
