@@ -1,0 +1,231 @@
+"""bcg_policy_node end to end: the node runs in its own process, a fake robot (tests/ros_helpers.py) talks
+to it over real rclpy/DDS on loopback in an isolated ROS domain.
+
+Covers: CRC and mode_machine of every LowCmd; WAIT -> ZERO_TORQUE -> MOVE_TO_DEFAULT -> HOLD -> RUN with
+commanded targets equal to the policy's; every fault ends in damping (stale state, NaN in LowState, bad
+CRC, remote and service e-stop, tilt, joint limit, non-finite action); shutdown ends in damping.
+Wrong array sizes cannot be put on the wire by rclpy (fixed-size arrays are enforced at publish time);
+lowlevel.lowstate_to_state's length checks are tested in test_policy_node_lowlevel.py.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rclpy")
+pytest.importorskip("unitree_hg.msg")
+torch = pytest.importorskip("torch")
+
+from ros_helpers import FakeRobot, NodeProcess, RosSide, isolated_domain, policy_node_args, wait_for  # noqa: E402
+
+from bcg_sim.g1.joints import JOINTS_29  # noqa: E402
+from bcg_sim.policy import default_contract, export_policy  # noqa: E402
+
+DEFAULT = np.array([j.default for j in JOINTS_29])
+LOWER, UPPER = np.array([j.lower for j in JOINTS_29]), np.array([j.upper for j in JOINTS_29])
+BIAS = (0.5 * np.sin(np.arange(29))).astype(np.float32)
+MOVE_S = 0.3
+DAMPING_KD = 8.0
+
+
+class BiasPolicy(torch.nn.Module):
+    """Action = BIAS, except NaN when joint 0 is > 1 rad from its default (a policy that can fail)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("bias", torch.from_numpy(BIAS))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs[:, :1]
+        fail = torch.where(x > 1.0, torch.full_like(x, float("nan")), torch.zeros_like(x))
+        return self.bias.unsqueeze(0) + fail
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    isolated_domain()
+    tmp = tmp_path_factory.mktemp("policy_node")
+    contract = default_contract()
+    art = export_policy(BiasPolicy(), contract, tmp / "bias", formats=("onnx",))
+    expected_q = np.clip(DEFAULT + np.array(contract.action_scale) * BIAS, LOWER, UPPER)
+    node = NodeProcess("bcg_policy_node.policy_node",
+                       policy_node_args(art, move_to_default_s=MOVE_S, damping_kd=DAMPING_KD), tmp / "node.log")
+    ros = RosSide()
+    robot = FakeRobot(ros, DEFAULT + 0.3)
+    diags: list = []
+    from diagnostic_msgs.msg import DiagnosticArray
+    from sensor_msgs.msg import JointState
+
+    joint_states: list = []
+    ros.node.create_subscription(DiagnosticArray, "/diagnostics", diags.append, 10)
+    ros.node.create_subscription(JointState, "/joint_states", joint_states.append, 10)
+    yield node, ros, robot, expected_q, diags, joint_states
+    robot.close()
+    if node.alive():
+        node.stop()
+    ros.close()
+
+
+def _cmd_kind(c) -> str:
+    if np.all(c.kp == 0) and np.all(c.kd == 0):
+        return "zero"
+    if np.all(c.kp == 0) and np.allclose(c.kd, DAMPING_KD):
+        return "damp"
+    return "pd"
+
+
+def _to_mode(ros, robot, mode: str) -> None:
+    """From wherever the node is, get it to HOLD or RUN with a healthy robot."""
+    robot.publishing, robot.corrupt, robot.follow = True, None, True
+    robot.quat = np.array([1.0, 0, 0, 0])
+    robot.q = DEFAULT + 0.3
+    wait_for(lambda: robot.mode() != "WAIT", 20, "the node to see the robot")
+    if robot.mode() == "DAMPING":
+        assert ros.call_trigger("/policy_node/reset").success
+        wait_for(lambda: robot.mode() == "ZERO_TORQUE", 3, "ZERO_TORQUE after reset")
+    if robot.mode() == "RUN":
+        ros.call_trigger("/policy_node/stop")
+    if robot.mode() == "ZERO_TORQUE":
+        assert ros.call_trigger("/policy_node/start").success
+    wait_for(lambda: robot.mode() == "HOLD", 3 + MOVE_S, "HOLD")
+    if mode == "RUN":
+        assert ros.call_trigger("/policy_node/start").success
+        wait_for(lambda: robot.mode() == "RUN", 3, "RUN")
+        time.sleep(0.1)
+
+
+def _assert_damping(robot, cause: str, t_fault: float) -> None:
+    wait_for(lambda: robot.mode() == "DAMPING", 2, f"DAMPING ({cause})")
+    assert cause in robot.transitions[-1], robot.transitions[-1]
+    time.sleep(0.15)
+    t_now = time.monotonic()
+    recent = robot.cmds_since(t_now - 0.1)
+    assert len(recent) > 10, "the node must keep commanding (damping) after a fault"
+    assert all(_cmd_kind(c) == "damp" and ok for _, c, ok in recent)
+
+
+def test_startup_sequence_crc_mode_machine_and_policy_targets(setup):
+    node, ros, robot, expected_q, diags, joint_states = setup
+    wait_for(lambda: robot.mode() == "ZERO_TORQUE", 25, "ZERO_TORQUE (node start + discovery)")
+    time.sleep(0.2)
+    assert all(_cmd_kind(c) == "zero" for _, c, _ in robot.cmds_since(0)), "ZERO_TORQUE sends kp = kd = 0"
+    q_start = robot.q.copy()
+    assert ros.call_trigger("/policy_node/start").success  # ZERO_TORQUE -> MOVE_TO_DEFAULT
+    wait_for(lambda: robot.mode() == "HOLD", 3, "HOLD after the move")
+    pd = [c for _, c, _ in robot.cmds_since(0) if _cmd_kind(c) == "pd"]
+    assert np.abs(pd[0].q - q_start).max() < 0.05, "the move starts at the measured pose"
+    time.sleep(0.1)
+    np.testing.assert_allclose(robot.last_cmd()[1].q, DEFAULT, atol=1e-6)
+    robot.press("start")  # remote start: HOLD -> RUN
+    wait_for(lambda: robot.mode() == "RUN", 3, "RUN after the remote start")
+    t_run = time.monotonic()
+    time.sleep(1.0)
+    run_cmds = robot.cmds_since(t_run + 0.1)
+    assert robot.modes() == ["ZERO_TORQUE", "MOVE_TO_DEFAULT", "HOLD", "RUN"], robot.transitions
+    for _, c, _ in run_cmds:  # targets = default + scale * policy action (float32 on the wire)
+        np.testing.assert_allclose(c.q, expected_q, atol=1e-5)
+    assert len(run_cmds) > 200, f"only {len(run_cmds)} LowCmd in 0.9 s (500 Hz expected)"
+    every = robot.cmds_since(0)
+    assert all(ok for _, _, ok in every), "every LowCmd has a correct CRC"
+    assert {c.mode_machine for _, c, _ in every} == {robot.mode_machine}, "mode_machine copied from the robot"
+    assert joint_states and len(joint_states[-1].name) == 29
+    wait_for(lambda: any(s.message == "RUN" for d in diags for s in d.status), 3, "diagnostics in RUN")
+    values = {kv.key: kv.value for kv in [s for d in diags for s in d.status][-1].values}
+    print("loop timing:", {k: values[k] for k in values if "ms" in k or k == "overruns"})
+    assert float(values["period_p50_ms"]) == pytest.approx(2.0, abs=0.5)  # 500 Hz (2 shared cores here)
+
+
+def test_stop_service_returns_to_default_pose(setup):
+    node, ros, robot, *_ = setup
+    _to_mode(ros, robot, "RUN")
+    assert ros.call_trigger("/policy_node/stop").success
+    wait_for(lambda: robot.mode() == "HOLD", 3, "HOLD after stop")
+    assert robot.modes()[-2:] == ["MOVE_TO_DEFAULT", "HOLD"]
+    assert not ros.call_trigger("/policy_node/stop").success  # not accepted in HOLD
+
+
+def _stale(robot, ros):
+    robot.publishing = False
+
+
+def _nan(robot, ros):
+    robot.corrupt = "nan"
+
+
+def _bad_crc(robot, ros):
+    robot.corrupt = "crc"
+
+
+def _remote_l2_b(robot, ros):
+    robot.buttons = ("L2",)
+    time.sleep(0.05)
+    robot.press("L2", "B")
+
+
+def _remote_select(robot, ros):
+    robot.press("select")
+
+
+def _service_damp(robot, ros):
+    assert ros.call_trigger("/policy_node/damp").success
+
+
+def _tilt(robot, ros):
+    a = 1.0  # rad about x, beyond max_tilt_rad 0.8
+    robot.quat = np.array([math.cos(a / 2), math.sin(a / 2), 0, 0])
+
+
+def _joint_limit(robot, ros):
+    robot.follow = False
+    q = robot.q.copy()
+    q[3] = UPPER[3] + 0.3  # left knee
+    robot.q = q
+
+
+def _policy_nan(robot, ros):
+    robot.follow = False
+    q = robot.q.copy()
+    q[0] = DEFAULT[0] + 1.5  # BiasPolicy returns NaN
+    robot.q = q
+
+
+@pytest.mark.parametrize("mode, induce, cause", [
+    ("RUN", _stale, "stale /lowstate"),
+    ("RUN", _nan, "stale /lowstate"),  # NaN messages are rejected, so the state goes stale
+    ("HOLD", _bad_crc, "stale /lowstate"),
+    ("RUN", _remote_l2_b, "damp from remote"),
+    ("HOLD", _remote_select, "damp from remote"),
+    ("RUN", _service_damp, "damp from service"),
+    ("RUN", _tilt, "torso tilt"),
+    ("HOLD", _joint_limit, "joint limit breach: left_knee"),
+    ("RUN", _policy_nan, "non-finite action"),
+], ids=["stale", "nan_lowstate", "bad_crc", "remote_L2+B", "remote_select", "service_damp", "tilt",
+        "joint_limit", "policy_nan"])
+def test_fault_ends_in_damping(setup, mode, induce, cause):
+    node, ros, robot, *_ = setup
+    _to_mode(ros, robot, mode)
+    t0 = time.monotonic()
+    induce(robot, ros)
+    if induce is _stale:
+        wait_for(lambda: robot.mode() == "DAMPING", 2, "DAMPING")
+        assert robot.cmds_since(t0 + 0.06), "damping is still streamed while the state is stale"
+    _assert_damping(robot, cause, t0)
+    if induce in (_nan, _bad_crc):
+        word = "non-finite" if induce is _nan else "crc mismatch"
+        wait_for(lambda: word in node.output(), 2, f"a rejection log line with {word!r}")
+        assert node.output().count("rejected LowState") < 10, "rejections are logged rate-limited"
+    assert not ros.call_trigger("/policy_node/start").success, "DAMPING is latched until reset"
+
+
+def test_shutdown_ends_in_damping(setup):
+    node, ros, robot, *_ = setup
+    _to_mode(ros, robot, "RUN")
+    assert node.stop() == 0
+    time.sleep(0.2)
+    last = robot.cmds_since(time.monotonic() - 5.0)[-20:]
+    assert last and all(_cmd_kind(c) == "damp" and ok for _, c, ok in last)
+    assert "RUN -> DAMPING: node shutdown" in node.output()
