@@ -30,8 +30,8 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 # Topics a deployment bag records (bags.DEFAULT_TOPICS in bcg_policy_node).
-RECORD_TOPICS = ["/lowstate", "/lowcmd", "/joint_states", "/diagnostics", "/policy/reference",
-                 "/sim/ground_truth"]
+RECORD_TOPICS = ["/lowstate", "/lowcmd", "/joint_states", "/diagnostics", "/reference/joint_states",
+                 "/reference/root_pose", "/policy_node/transitions", "/sim/ground_truth"]
 
 ARGUMENTS = {
     "policy": ("", "policy artifact folder (policy.yaml + network), e.g. from `bcg-policy export-hold -o DIR`"),

@@ -23,10 +23,12 @@ from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
-# What a deployment bag holds: robot I/O, joint states for rviz, diagnostics, the policy's reference and
-# (sim only) ground truth. Topics absent from the graph are simply not recorded.
+# What a deployment bag holds: robot I/O, joint states for rviz, diagnostics, the policy's reference, its
+# mode transitions and (sim only) ground truth. Topics absent from the graph are simply not recorded.
+# /policy_node/transitions marks the RUN segments that `bcg-replay --check-policy` re-runs.
 DEFAULT_TOPICS: tuple[str, ...] = ("/lowstate", "/lowcmd", "/joint_states", "/diagnostics",
-                                   "/policy/reference", "/sim/ground_truth")
+                                   "/reference/joint_states", "/reference/root_pose", "/policy_node/transitions",
+                                   "/sim/ground_truth")
 
 UNITREE_HG_MESSAGES = ("MotorCmd", "MotorState", "IMUState", "LowCmd", "LowState")
 

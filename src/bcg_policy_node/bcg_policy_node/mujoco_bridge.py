@@ -66,7 +66,7 @@ class BridgeConfig:
     lowstate_rate_hz: float  # /lowstate publication rate in sim time [Hz]
     realtime: bool  # true: sim time follows the wall clock; false: as fast as possible + /clock
     start_pose: str  # "standing" (default joint pose, feet on the ground) or "lying" (on the back)
-    hold_start_pose: bool  # PD-hold the start pose until the first valid LowCmd (a gantry stand-in)
+    hold_start_pose: bool  # PD-hold the start pose until the first LowCmd with kp > 0 (a gantry stand-in)
     hold_gain_scale: float  # hold gains = joint-table kp (kd) times this (its square root)
     mode_machine: int  # robot type reported in LowState (G1 = 5)
     noise_q_std: float  # [rad] Gaussian noise on reported joint positions
@@ -213,9 +213,15 @@ class G1Sim:
     # -- commands and stepping -----------------------------------------------------------------------
 
     def set_command(self, command: MotorCommand) -> None:
-        """New driver commands (from a valid LowCmd, slots 0..28); ends the initial hold."""
+        """New driver commands (from a valid LowCmd, slots 0..28).
+
+        The start-pose hold (a gantry stand-in) ends with the first command that asks for a position (an
+        enabled motor with kp > 0): zero-torque and damping commands, which a policy node sends while the real
+        robot still hangs in its gantry, leave the robot held.
+        """
         self.command = command
-        self.holding = False
+        if self.holding and bool(np.any((command.mode[self.slots] != 0) & (command.kp[self.slots] > 0))):
+            self.holding = False
 
     def _pd_torque(self) -> np.ndarray:
         """Driver PD law per joint [N m], clipped to the motor effort limits."""
@@ -337,7 +343,7 @@ class MujocoBridge(Node):
         self.get_logger().info(
             f"G1 {c.variant} in MuJoCo: physics {1 / c.physics_dt:.0f} Hz, lowstate {c.lowstate_rate_hz:.0f} Hz, "
             f"{'real time' if c.realtime else 'as fast as possible (+/clock)'}, start {c.start_pose}"
-            f"{' (held until the first LowCmd)' if c.hold_start_pose else ''}")
+            f"{' (held until the first position LowCmd)' if c.hold_start_pose else ''}")
 
     def _now_wall(self) -> float:
         return self._wall.now().nanoseconds * 1e-9

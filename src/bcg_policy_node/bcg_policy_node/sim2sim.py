@@ -1,0 +1,212 @@
+"""bcg-sim2sim: MuJoCo bridge + policy node (+ bag recorder) in one process, for pip installs without launch.
+
+    bcg-sim2sim --policy DIR [--duration S] [--record BAG] [--start] [--realtime | --fast]
+                [--ros-args -p mujoco_bridge:start_pose:=lying ...]
+
+The nodes and parameter files are those of `ros2 launch g1_bringup sim2sim.launch.py`:
+config/mujoco_bridge.yaml and config/policy_node.yaml (plus the policy path and mode given here). All
+nodes share ONE executor; the topics are the real DDS topics, so other processes (a replay, rviz on a
+full ROS install, `bcg-replay --check-policy` on the recorded bag) see the same traffic.
+
+Modes:
+- --realtime (default): the bridge steps on a wall-clock timer and the policy node runs its own 500 Hz
+  control thread, exactly as in deployment. On a loaded machine the bridge skips ahead when it lags.
+- --fast: lockstep, as fast as the CPU allows: bridge tick (one LowState period) -> the policy node
+  receives that LowState -> one policy-node control tick -> its LowCmd reaches the bridge. Sim time (and
+  /clock) advances by exactly one LowState period per tick, so results do not depend on machine load.
+  The policy node's own timers (move-to-default time, stale timeout) still count wall time.
+--start presses the emulated remote's start button when the policy node waits in ZERO_TORQUE (it then
+moves to the default pose) and again once it holds that pose (it then runs the policy).
+
+Exit status: 0 after --duration s of sim time, 1 if the policy node ended in DAMPING after a fault,
+2 on bad arguments or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import rclpy
+import yaml
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.signals import SignalHandlerOptions
+
+from bcg_policy_node.bags import DEFAULT_TOPICS, BagRecorder
+from bcg_policy_node.mujoco_bridge import MujocoBridge, ros_args_with_default_params
+from bcg_policy_node.policy_node import PolicyNode
+from bcg_policy_node.state_machine import Mode
+from bcg_sim.config import ConfigError
+
+CONFIG_FILES = ("mujoco_bridge.yaml", "policy_node.yaml")
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="bcg-sim2sim", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--policy", required=True, help="exported policy folder (policy.yaml + network)")
+    ap.add_argument("--duration", type=float, default=10.0, help="sim seconds to run (default 10)")
+    ap.add_argument("--record", default=None, help="write a rosbag2 MCAP bag of the deploy topics here")
+    ap.add_argument("--start", action="store_true",
+                    help="press start on the emulated remote: ZERO_TORQUE -> default pose -> RUN")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--realtime", dest="realtime", action="store_true", default=True,
+                      help="wall-clock stepping, policy node on its own thread (default)")
+    mode.add_argument("--fast", dest="realtime", action="store_false",
+                      help="lockstep as fast as possible, sim time on /clock")
+    return ap
+
+
+def _overrides_file(policy: str, realtime: bool) -> str:
+    """A parameter file (applied after config/*.yaml) with this run's policy path and timing mode."""
+    data = {"mujoco_bridge": {"ros__parameters": {"realtime": realtime}},
+            "policy_node": {"ros__parameters": {"policy_path": str(Path(policy).resolve())}}}
+    fd, path = tempfile.mkstemp(prefix="bcg_sim2sim_", suffix=".yaml")
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(data, f)
+    return path
+
+
+def _ros_args(argv: list[str], overrides: str) -> list[str]:
+    """Config files first, then this run's overrides, then the user's --ros-args (last one wins)."""
+    args = ros_args_with_default_params(["bcg-sim2sim", "--ros-args"], CONFIG_FILES)
+    args += ["--params-file", overrides]
+    if "--ros-args" in argv:
+        args += argv[argv.index("--ros-args") + 1:]
+    return args
+
+
+class Starter:
+    """--start: press the remote's start button in ZERO_TORQUE and in HOLD (once each)."""
+
+    def __init__(self, bridge: MujocoBridge, policy: PolicyNode) -> None:
+        self.bridge, self.policy = bridge, policy
+        self._pressed: set[Mode] = set()
+
+    def poll(self) -> None:
+        mode = self.policy.sm.mode
+        if mode in (Mode.ZERO_TORQUE, Mode.HOLD) and mode not in self._pressed:
+            self._pressed.add(mode)
+            self.bridge.press("start")
+            self.policy.get_logger().info(f"bcg-sim2sim: pressed start in {mode.value}")
+
+
+def _spin_until(executor: SingleThreadedExecutor, pred, timeout: float) -> bool:
+    """Run callbacks until pred() holds (True) or timeout wall seconds pass (False)."""
+    end = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > end:
+            return False
+        executor.spin_once(timeout_sec=0.002)
+    return True
+
+
+def run_fast(bridge: MujocoBridge, policy: PolicyNode, executor: SingleThreadedExecutor, duration: float,
+             starter: Starter | None) -> None:
+    """Lockstep: one bridge tick, then one policy-node control tick on that state, then its LowCmd lands."""
+    bridge.timer.cancel()  # the runner steps the bridge itself
+    while bridge.sim_time < duration:
+        # The policy node exposes no public per-tick API; its loop body (_safe_tick) and LowState counter
+        # (_counts) are what its own run_loop uses.
+        n_state = policy._counts["lowstate"]
+        bridge.tick()
+        _spin_until(executor, lambda: policy._counts["lowstate"] > n_state, 0.5)
+        n_cmd = bridge.cmd_count + bridge.bad_cmd_count
+        sent_before = policy._counts["lowcmd"]
+        policy._safe_tick(time.monotonic())
+        if policy._counts["lowcmd"] > sent_before:
+            _spin_until(executor, lambda: bridge.cmd_count + bridge.bad_cmd_count > n_cmd, 0.5)
+        executor.spin_once(timeout_sec=0.0)  # services, recorder, ground truth
+        if starter:
+            starter.poll()
+
+
+def run_realtime(bridge: MujocoBridge, policy: PolicyNode, executor: SingleThreadedExecutor, duration: float,
+                 starter: Starter | None) -> None:
+    """Deployment timing: executor thread for all callbacks, policy node's 500 Hz loop on this thread."""
+    stop = threading.Event()
+    spin = threading.Thread(target=executor.spin, name="ros-executor", daemon=True)
+    spin.start()
+
+    def watchdog() -> None:
+        while not stop.is_set():
+            if bridge.sim_time >= duration:
+                stop.set()
+            if starter:
+                starter.poll()
+            time.sleep(0.01)
+
+    threading.Thread(target=watchdog, name="sim2sim-watchdog", daemon=True).start()
+    policy.run_loop(stop)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own = argv[:argv.index("--ros-args")] if "--ros-args" in argv else argv
+    args = _parser().parse_args(own)
+    if not Path(args.policy).is_dir():
+        print(f"bcg-sim2sim: policy folder {args.policy!r} does not exist", file=sys.stderr)
+        return 2
+    if args.duration <= 0:
+        print("bcg-sim2sim: --duration must be > 0", file=sys.stderr)
+        return 2
+    overrides = _overrides_file(args.policy, args.realtime)
+    try:
+        ros_args = _ros_args(argv, overrides)
+    except ConfigError as exc:
+        print(f"bcg-sim2sim: {exc}", file=sys.stderr)
+        return 2
+    # Our own SIGINT handling: the policy node must still send damping after Ctrl-C.
+    rclpy.init(args=ros_args, signal_handler_options=SignalHandlerOptions.NO)
+    try:
+        return _run(args)
+    finally:
+        rclpy.try_shutdown()
+        os.unlink(overrides)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        bridge = MujocoBridge()
+        policy = PolicyNode()
+    except (ConfigError, ValueError, OSError) as exc:
+        print(f"bcg-sim2sim: cannot start: {exc}", file=sys.stderr)
+        return 2
+    recorder = BagRecorder(args.record, DEFAULT_TOPICS) if args.record else None
+    executor = SingleThreadedExecutor()
+    for node in (bridge, policy, recorder):
+        if node is not None:
+            executor.add_node(node)
+    starter = Starter(bridge, policy) if args.start else None
+    mode = "real time" if args.realtime else "fast (lockstep)"
+    bridge.get_logger().info(f"bcg-sim2sim: {args.duration} s of sim time, {mode}")
+    t0 = time.monotonic()
+    try:
+        (run_realtime if args.realtime else run_fast)(bridge, policy, executor, args.duration, starter)
+    except KeyboardInterrupt:
+        bridge.get_logger().info("bcg-sim2sim: interrupted")
+    finally:
+        end_mode, end_fault = policy.sm.mode, policy.sm.last_fault  # before the shutdown damping
+        policy.send_shutdown_damping()
+        if recorder is not None:
+            counts = recorder.close()
+            print(f"bcg-sim2sim: recorded {args.record}: {counts}")
+        executor.shutdown(timeout_sec=1.0)
+    wall = time.monotonic() - t0
+    pos, _ = bridge.sim.pelvis_pose()
+    print(f"bcg-sim2sim: {bridge.sim_time:.2f} s sim in {wall:.2f} s wall; policy node mode "
+          f"{end_mode.value}{f' ({end_fault})' if end_fault else ''}; pelvis height {pos[2]:.3f} m; "
+          f"LowCmd accepted {bridge.cmd_count}, dropped {bridge.bad_cmd_count}")
+    for node in (bridge, policy, recorder):
+        if node is not None:
+            node.destroy_node()
+    return 1 if end_mode == Mode.DAMPING and end_fault else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
