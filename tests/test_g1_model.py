@@ -177,7 +177,7 @@ def test_loads_in_newton(variant):
     import newton
 
     builder = newton.ModelBuilder()
-    builder.add_mjcf(g1.to_mjcf(variant), parse_sites=False, enable_self_collisions=False)
+    builder.add_mjcf(g1.to_mjcf(variant), parse_sites=False)
     model = builder.finalize(device="cpu")
     js = g1.joints(variant)
     n = len(js)
@@ -192,6 +192,30 @@ def test_loads_in_newton(variant):
     assert int((colliding > 0).sum()) == len(g1.COLLIDERS) + 1  # + the floor plane
     keys = list(model.body_label) if hasattr(model, "body_label") else list(model.body_key)
     assert [k.split("/")[-1] for k in keys] == g1.body_names(variant)
+
+
+def test_newton_contacts_floor_only():
+    """In Newton too, robot shapes meet the floor but never each other (from the MJCF contype/conaffinity)."""
+    import newton
+
+    builder = newton.ModelBuilder()
+    g1.add_to_builder(builder, floor=True)
+    model = builder.finalize(device="cpu")
+    state = model.state()
+    q = g1.newton_joint_q()
+    q[2] -= 0.5  # sink the robot half a metre: legs, pelvis and hands all cross the floor, limbs overlap
+    state.joint_q.assign(q.astype(np.float32))
+    newton.eval_fk(model, state.joint_q, state.joint_qd, state)
+    pipeline = newton.CollisionPipeline(model)
+    contacts = pipeline.contacts()
+    pipeline.collide(state, contacts)
+    n = int(contacts.rigid_contact_count.numpy()[0])
+    labels = [label.split("/")[-1] for label in model.shape_label]
+    pairs = {(labels[a], labels[b]) for a, b in zip(contacts.rigid_contact_shape0.numpy()[:n],
+                                                    contacts.rigid_contact_shape1.numpy()[:n])}
+    touching = {a if b == "floor" else b for a, b in pairs if "floor" in (a, b)}
+    assert set(g1.foot_sphere_names()) <= touching and {"pelvis_collision", "left_shin"} <= touching
+    assert all("floor" in pair for pair in pairs), pairs
 
 
 # ---- URDF ----------------------------------------------------------------------------------------------------

@@ -38,4 +38,5 @@ from bcg_sim.g1.joints import (  # noqa: F401
     motor_slots,
 )
 from bcg_sim.g1.mjcf import load_mujoco, to_mjcf, write_mjcf  # noqa: F401
+from bcg_sim.g1.newton_model import add_to_builder, newton_joint_q, qpos_to_newton  # noqa: F401
 from bcg_sim.g1.urdf import to_urdf, write_urdf  # noqa: F401

@@ -2,8 +2,9 @@
 
 Actuators are plain torque motors (ctrl = joint torque [N m], clipped to the motor's effort limit): the PD
 loop runs in our code, as it does in the robot's motor drivers. Robot geoms collide only with the floor
-(contype 1 / conaffinity 0 on the robot, 1 / 1 on the floor), so there is no self-collision in MuJoCo;
-Newton is told the same with `enable_self_collisions=False`.
+(contype 1 / conaffinity 0 on the robot, 1 / 1 on the floor), so there is no self-collision in MuJoCo, nor in
+Newton, which compiles the same masks into its collision groups (see `newton_model.py` for how to load it).
+MuJoCo has no joint velocity limits: those are in the URDF and in `joints.MOTORS`.
 """
 
 from __future__ import annotations
