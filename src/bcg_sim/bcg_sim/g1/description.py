@@ -236,7 +236,11 @@ def _y(p: Vec3, s: float) -> Vec3:
 
 
 def _side_colliders(side: str, s: float) -> list[Geom]:
-    """Limb colliders of one side, sized to the link meshes' extents (so falls touch where the robot does)."""
+    """Limb colliders of one side.
+
+    Sized to the extents of Unitree's link meshes (checked by test_colliders_cover_the_link_meshes) so that a
+    fall touches the ground where the robot would; small links inside their neighbours' colliders get none.
+    """
     return [
         capsule(f"{side}_hip", f"{side}_hip_roll_link", (0.025, 0.0, 0.0), (0.025, 0.0, -0.08), 0.052),
         capsule(f"{side}_thigh", f"{side}_hip_yaw_link", (0.0, 0.0, -0.03), _y((-0.07, 0.002, -0.17), s), 0.05),
@@ -281,17 +285,20 @@ def _side_visuals(side: str, s: float) -> list[Geom]:
         capsule(f"{side}_hip_pitch_visual", f"{side}_hip_pitch_link", (0.0, 0.0, 0.0), _y((0.0, 0.07, -0.03), s), 0.04),
         box(f"{side}_sole_visual", f"{side}_ankle_roll_link", (0.038, 0.0, -0.018), (0.104, 0.038, 0.016)),
         sphere(f"{side}_ankle_visual", f"{side}_ankle_pitch_link", (0.0, 0.0, 0.0), 0.02),
+        capsule(f"{side}_wrist_roll_visual", f"{side}_wrist_roll_link", (0.0, 0.0, 0.0), (0.038, 0.0, 0.0), 0.028),
     ]
 
 
 def _visual_copy(g: Geom) -> Geom:
-    return Geom(g.name + "_visual" if not g.name.endswith("_collision") else g.name[:-10] + "_visual",
-                g.body, g.kind, g.size, g.pos, g.quat)
+    """The collider g drawn as a visual: pelvis_collision -> pelvis_visual, left_thigh -> left_thigh_visual."""
+    stem = g.name.removesuffix("_collision")
+    return Geom(f"{stem}_visual", g.body, g.kind, g.size, g.pos, g.quat)
 
 
 VISUALS: tuple[Geom, ...] = tuple(
-    [_visual_copy(g) for g in COLLIDERS if "_foot_" not in g.name]
-    + [capsule("waist_visual", "waist_yaw_link", (0.0, 0.0, 0.0), (0.0, 0.0, 0.044), 0.042)]
+    [_visual_copy(g) for g in COLLIDERS if g.name not in foot_sphere_names()]
+    + [capsule("waist_visual", "waist_yaw_link", (0.0, 0.0, 0.0), (0.0, 0.0, 0.044), 0.042),
+       sphere("waist_roll_visual", "waist_roll_link", (0.0, 0.0, 0.0), 0.02)]
     + _side_visuals("left", 1.0)
     + _side_visuals("right", -1.0)
 )
