@@ -108,6 +108,7 @@ class JumpConfig:
     half_width: float  # [m]
     foot_forward: float  # [m] footholds relative to the pelvis when standing
     lean: float  # [rad] pelvis pitch in the crouch
+    takeoff_lean: float  # [rad] pelvis pitch at take-off
     tuck: float  # [m] extra foot lift relative to the pelvis at the middle of the flight
     hold: float  # fraction of the flight with vertical-only foot motion (see SwingConfig.hold)
     poses: dict[str, dict[str, float]]  # joint name (no "_joint") -> rad; unnamed joints: G1 default

@@ -280,7 +280,9 @@ def _jump(c: JumpConfig, fps: float, g: float) -> _Plan:
         holds = [_Hold(-np.inf, t_off, c.foot_forward, sign * c.half_width, 0.0),
                  _Hold(t_on, np.inf, x_end + c.foot_forward, sign * c.half_width, 0.0)]
         tracks.append(_feet_track(holds, times, SwingConfig(apex=c.tuck, hold=c.hold, pitch=0.0), lift))
-    pitch = _interp(starts[[0, 1, 2, 3, 4, 5, 6]], np.array([0, 0, c.lean, 0.3 * c.lean, 0, c.lean, 0]), times)
+    # pelvis pitch at the phase starts: upright, lean in the crouch, less at take-off, upright in flight, lean
+    # again when absorbing the landing, upright at the end
+    pitch = _interp(starts[:7], np.array([0.0, 0.0, c.lean, c.takeoff_lean, 0.0, c.lean, 0.0]), times)
     quat = rotations.from_euler_zyx(np.zeros_like(times), pitch, np.zeros_like(times))
 
     def key_time(k: float) -> float:

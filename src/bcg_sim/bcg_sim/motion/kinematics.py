@@ -24,6 +24,10 @@ def complete(motion: Motion, contact: ContactConfig | None = None) -> Motion:
     motion.joint_vel = _gradient(motion.joint_pos, dt)
     motion.body_names = _model.body_names()
     motion.body_pos_w, motion.body_quat_w = forward_kinematics(motion.qpos())
+    # Body 0 is the root: keep it bit-identical to the primary fields (MuJoCo re-normalises the quaternion),
+    # so formats that store only body poses (NPZ) round-trip the root exactly.
+    motion.body_pos_w[:, 0] = motion.root_pos_w
+    motion.body_quat_w[:, 0] = motion.root_quat_w
     motion.body_lin_vel_w = _gradient(motion.body_pos_w, dt)
     motion.body_ang_vel_w = rotations.angular_velocity_w(motion.body_quat_w, motion.fps)
     motion.foot_contact = contacts(motion, contact)

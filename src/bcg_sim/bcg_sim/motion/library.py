@@ -27,6 +27,8 @@ def load(name_or_path: str | os.PathLike, fps: float | None = None, clip: str | 
     key = str(name_or_path)
     if key in BUILTIN and not Path(key).exists():
         motion = builtin(key)
+    elif not Path(key).suffix and not Path(key).exists():
+        raise io.MotionFormatError(f"{key}: neither a built-in clip ({', '.join(BUILTIN)}) nor a motion file")
     else:
         motion = kinematics.complete(io.read(name_or_path, clip))
     if fps is not None and not np.isclose(fps, motion.fps):

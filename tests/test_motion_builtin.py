@@ -1,0 +1,105 @@
+"""Built-in clips (run, jump, fight, dance): physically plausible by construction, deterministic, cached.
+
+Thresholds: stance-foot horizontal speed < 1 cm/s, sole spheres >= -1 mm, joints within the G1 limits,
+and during flight the pelvis height has second difference -g (9.81 m/s^2) to 1e-6 m/s^2.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bcg_sim.motion import Motion, kinematics, library
+from bcg_sim.motion import _model, generators
+from bcg_sim.motion.config import motions_config
+
+STANCE_SPEED_MAX = 0.01  # m/s
+PENETRATION_MAX = 0.001  # m
+BALLISTIC_TOL = 1e-6  # m/s^2
+GENERATION_TIME_MAX = 5.0  # s per clip (here ~0.1-0.5 s)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("bcg_cache")
+
+
+@pytest.fixture(scope="module")
+def clips(cache: Path) -> dict[str, Motion]:
+    """Each built-in clip generated from scratch in an empty cache (timed)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("BCG_CACHE_DIR", str(cache))
+    out = {}
+    try:
+        for name in generators.CLIPS:
+            t0 = time.perf_counter()
+            out[name] = library.load(name)
+            assert time.perf_counter() - t0 < GENERATION_TIME_MAX, name
+    finally:
+        mp.undo()
+    return out
+
+
+@pytest.mark.parametrize("name", generators.CLIPS)
+def test_clip_shape(clips: dict[str, Motion], name: str) -> None:
+    m = clips[name]
+    assert m.fps == motions_config().generation.fps and 2.0 <= m.duration <= 5.0
+    assert m.completed and m.joint_pos.shape == (m.num_frames, 29)
+    assert m.foot_contact.any(), "a clip without ground contact"
+
+
+@pytest.mark.parametrize("name", generators.CLIPS)
+def test_stance_feet_do_not_slide(clips: dict[str, Motion], name: str) -> None:
+    m = clips[name]
+    feet = kinematics._foot_indices(m)
+    horizontal = np.linalg.norm(m.body_lin_vel_w[:, feet, :2], axis=-1)  # [T, 2]
+    assert horizontal[m.foot_contact].max() < STANCE_SPEED_MAX
+
+
+@pytest.mark.parametrize("name", generators.CLIPS)
+def test_no_ground_penetration(clips: dict[str, Motion], name: str) -> None:
+    assert kinematics.foot_heights(clips[name]).min() >= -PENETRATION_MAX
+
+
+@pytest.mark.parametrize("name", generators.CLIPS)
+def test_joints_within_limits(clips: dict[str, Motion], name: str) -> None:
+    lo, hi = _model.joint_limits()
+    q = clips[name].joint_pos
+    assert (q >= lo - 1e-9).all() and (q <= hi + 1e-9).all()
+
+
+@pytest.mark.parametrize("name", ["run", "jump"])
+def test_flight_is_ballistic(clips: dict[str, Motion], name: str) -> None:
+    m = clips[name]
+    flight = ~m.foot_contact.any(axis=1)
+    inner = flight[:-2] & flight[1:-1] & flight[2:]  # frame t-1, t, t+1 all in flight
+    assert inner.sum() >= 3, "no flight phase"
+    z = m.root_pos_w[:, 2]
+    acc = (z[2:] - 2 * z[1:-1] + z[:-2]) * m.fps ** 2
+    g = motions_config().generation.gravity
+    np.testing.assert_allclose(acc[inner], -g, atol=BALLISTIC_TOL)
+    vx = np.diff(m.root_pos_w[:, 0]) * m.fps  # horizontal: constant velocity in flight
+    both = flight[:-1] & flight[1:]
+    assert np.ptp(vx[both]) < 1e-9
+
+
+def test_run_moves_forward_at_its_speed(clips: dict[str, Motion]) -> None:
+    m = clips["run"]
+    assert np.mean(m.root_lin_vel_w[:, 0]) == pytest.approx(motions_config().generation.run.speed, rel=1e-6)
+    assert 0.2 < m.foot_contact.mean() < 0.5
+
+
+def test_generation_is_deterministic_and_cached(clips: dict[str, Motion], cache: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    again = generators.generate("dance", motions_config().generation)
+    np.testing.assert_array_equal(again.joint_pos, clips["dance"].joint_pos)
+    monkeypatch.setenv("BCG_CACHE_DIR", str(cache))
+    files = sorted(p.name for p in (cache / "motions").glob("*.npz"))
+    assert [f.split("-")[0] for f in files] == sorted(generators.CLIPS)
+    assert library.cache_path("dance").name in files
+    cached = library.load("dance")
+    assert "motions/dance-" in cached.source  # read from the cache, not regenerated
+    np.testing.assert_allclose(cached.joint_pos, clips["dance"].joint_pos, atol=0)
