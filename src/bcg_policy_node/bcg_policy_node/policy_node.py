@@ -255,6 +255,17 @@ class PolicyNode(Node):
             elif delay > 0:
                 time.sleep(delay)
 
+    def tick(self, now: float | None = None) -> None:
+        """One control tick (what run_loop does every 1/cmd_rate_hz s), for lockstep runners such as
+        bcg-sim2sim --fast. `now`: monotonic s (default: now)."""
+        self._safe_tick(time.monotonic() if now is None else now)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """LowState received / rejected, LowCmd sent (a copy)."""
+        with self._lock:
+            return dict(self._counts)
+
     def _safe_tick(self, now: float) -> None:
         try:
             self._tick_once(now)
