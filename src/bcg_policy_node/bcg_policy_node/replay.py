@@ -1,0 +1,194 @@
+"""bcg-replay: play a deployment bag back on its topics, or re-run the policy on it offline.
+
+    bcg-replay BAG [--rate R] [--topics T ...] [--delay S]
+        publishes every message on its original topic with real rclpy publishers, keeping the recorded
+        spacing (divided by --rate), after --delay s for subscribers to connect.
+    bcg-replay BAG --check-policy DIR [--tolerance RAD]
+        deploy consistency check: for every RUN segment of the bag (from /policy_node/transitions) the policy
+        in DIR is run offline on the recorded /lowstate, with the policy node's own runner (same observation
+        builder, reference timing and target clipping), and its joint targets are compared with the
+        recorded /lowcmd. Prints max/mean |target difference| [rad] and the largest relative kp/kd
+        difference; exit status 1 when the max exceeds --tolerance or the gains are not the artifact's.
+
+Exit status: 0 ok, 1 check beyond tolerance, 2 unreadable/truncated bag or bad arguments (one-line error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from bcg_policy_node.bags import BagError, BagMessage, bag_topics, deserialize, message_class, read_bag
+
+TRANSITIONS_TOPIC = "/policy_node/transitions"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Playback
+
+
+def play(bag: str | Path, rate: float = 1.0, topics: Sequence[str] | None = None, delay_s: float = 1.0) -> int:
+    """Publish the bag's messages with their recorded spacing / rate; returns the number published."""
+    import rclpy
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    if rate <= 0:
+        raise ValueError(f"--rate must be > 0, got {rate}")
+    available = bag_topics(bag)  # opens the bag first: a bad bag fails before any ROS setup
+    chosen = list(available) if not topics else list(topics)
+    missing = [t for t in chosen if t not in available]
+    if missing:
+        raise BagError(f"bag {bag} has no topic(s) {missing}; it has {sorted(available)}")
+    rclpy.init()
+    node = rclpy.create_node("bcg_replay")
+    try:
+        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        pubs = {t: node.create_publisher(message_class(available[t][0]), t, qos) for t in chosen}
+        time.sleep(delay_s)  # let subscribers discover the publishers
+        n, t_wall0, t_bag0 = 0, None, None
+        for msg in read_bag(bag, chosen):
+            if t_wall0 is None:
+                t_wall0, t_bag0 = time.monotonic(), msg.timestamp_ns
+            due = t_wall0 + (msg.timestamp_ns - t_bag0) * 1e-9 / rate
+            wait = due - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            pubs[msg.topic].publish(msg.cdr)  # CDR bytes as recorded: no re-serialization
+            n += 1
+        time.sleep(0.2)  # reliable writers: give the last samples time to go out before destroying them
+        return n
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Offline policy check
+
+
+@dataclass
+class CheckResult:
+    steps: int  # policy steps compared
+    segments: int  # RUN segments found
+    max_diff: float  # [rad] max |offline target - recorded target| over steps and joints
+    mean_diff: float  # [rad] mean of the same
+    max_gain_diff: float  # max relative |recorded kp, kd - the policy's kp, kd| (0 = the artifact's gains)
+
+
+def run_segments(messages: list[BagMessage]) -> list[tuple[int, int]]:
+    """(start, end) bag timestamps [ns] of the RUN segments, from the policy node's transition messages."""
+    segs, start = [], None
+    for m in messages:
+        if m.topic != TRANSITIONS_TOPIC:
+            continue
+        text = deserialize(m).data  # "SRC -> DST: cause"
+        src, _, rest = text.partition(" -> ")
+        dst = rest.split(":", 1)[0].strip()
+        if dst == "RUN":
+            start = m.timestamp_ns
+        elif src.strip() == "RUN" and start is not None:
+            segs.append((start, m.timestamp_ns))
+            start = None
+    if start is not None:
+        segs.append((start, messages[-1].timestamp_ns + 1))
+    return segs
+
+
+def check_policy(bag: str | Path, policy_dir: str | Path, runtime: str = "auto") -> CheckResult:
+    """Re-run the policy on the recorded /lowstate of each RUN segment; compare with the recorded /lowcmd.
+
+    The node runs the policy on the first RUN tick and every `decimation` ticks after it, each time on the
+    latest LowState it has, and sends the new targets in that tick's LowCmd. Offline: policy step k uses the
+    last LowState recorded before RUN-segment LowCmd number k * decimation and is compared with it.
+    """
+    from bcg_policy_node import lowlevel as ll
+    from bcg_policy_node.policy_runner import PolicyRunner
+    from bcg_sim.policy import load_policy
+
+    messages = list(read_bag(bag, None))
+    topics = {m.topic for m in messages}
+    for needed in ("/lowstate", "/lowcmd", TRANSITIONS_TOPIC):
+        if needed not in topics:
+            raise BagError(f"bag {bag} has no {needed} messages; --check-policy needs /lowstate, /lowcmd and "
+                           f"{TRANSITIONS_TOPIC}")
+    segments = run_segments(messages)
+    if not segments:
+        raise BagError(f"bag {bag} has no RUN segment (the policy never ran while recording)")
+    policy = load_policy(policy_dir, runtime=runtime)
+    cmd_per_step = round(policy.contract.control_dt * 500.0)  # LowCmd ticks per policy step at 500 Hz
+    diffs: list[np.ndarray] = []
+    gain_diff = 0.0
+    kp, kd = np.asarray(policy.contract.kp), np.asarray(policy.contract.kd)
+    for start, end in segments:
+        runner = PolicyRunner(policy)
+        state = None
+        pairs: list[tuple[object, object]] = []  # (state before cmd, cmd) in the segment
+        for m in messages:
+            if m.topic == "/lowstate":
+                state = m
+            elif m.topic == "/lowcmd" and start <= m.timestamp_ns < end and state is not None:
+                pairs.append((state, m))
+        for k, (s_msg, c_msg) in enumerate(pairs[::cmd_per_step]):
+            robot_state = ll.lowstate_to_state(deserialize(s_msg))
+            if k == 0:
+                runner.start(robot_state)
+            q_offline = runner.step(robot_state)
+            recorded = ll.lowcmd_to_command(deserialize(c_msg))
+            diffs.append(np.abs(q_offline - recorded.q))
+            gain_diff = max(gain_diff, float(np.max(np.abs(recorded.kp - kp) / np.maximum(kp, 1e-9))),
+                            float(np.max(np.abs(recorded.kd - kd) / np.maximum(kd, 1e-9))))
+    if not diffs:
+        raise BagError(f"bag {bag}: RUN segments hold no LowCmd to compare")
+    d = np.stack(diffs)  # [steps, 29]
+    return CheckResult(steps=len(d), segments=len(segments), max_diff=float(d.max()), mean_diff=float(d.mean()),
+                       max_gain_diff=gain_diff)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CLI
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="bcg-replay", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("bag", help="rosbag2 folder (MCAP), e.g. from bcg-sim2sim --record")
+    ap.add_argument("--rate", type=float, default=1.0, help="playback speed factor (default 1)")
+    ap.add_argument("--topics", nargs="+", default=None, help="only these topics (default: all)")
+    ap.add_argument("--delay", type=float, default=1.0, help="s to wait for subscribers before playing")
+    ap.add_argument("--check-policy", metavar="DIR", default=None,
+                    help="re-run this policy offline on the recorded /lowstate and compare with /lowcmd")
+    ap.add_argument("--tolerance", type=float, default=1e-3,
+                    help="--check-policy: max allowed |target difference| [rad] (default 1e-3)")
+    ap.add_argument("--runtime", default="auto", choices=["auto", "onnx", "torchscript"])
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.check_policy:
+            r = check_policy(args.bag, args.check_policy, args.runtime)
+            # Gains are float32 on the wire: a relative 1e-5 is rounding, more is a different artifact.
+            ok = r.max_diff <= args.tolerance and r.max_gain_diff <= 1e-5
+            print(f"bcg-replay: {r.steps} policy steps in {r.segments} RUN segment(s): target difference "
+                  f"max {r.max_diff:.3e} rad, mean {r.mean_diff:.3e} rad (tolerance {args.tolerance:.1e}); "
+                  f"kp/kd relative difference max {r.max_gain_diff:.1e} -> {'OK' if ok else 'MISMATCH'}")
+            return 0 if ok else 1
+        n = play(args.bag, args.rate, args.topics, args.delay)
+        print(f"bcg-replay: published {n} messages from {args.bag}")
+        return 0
+    except (BagError, ValueError, OSError) as exc:
+        print(f"bcg-replay: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
