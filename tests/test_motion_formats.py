@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bcg_sim.motion import MotionFormatError, load, save
-from bcg_sim.motion import io as mio
+from bcg_sim.motion import formats as mio
 from bcg_sim.motion import kinematics, ops
 
 WINDOW_S = (10.0, 14.0)  # a short stretch of each clip keeps FK fast

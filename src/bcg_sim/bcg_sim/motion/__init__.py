@@ -6,8 +6,14 @@
     save(clip, "dance.npz")
 """
 
-from bcg_sim.motion.io import MotionFormatError, validate  # noqa: F401
-from bcg_sim.motion.kinematics import complete, foot_heights, foot_speeds, forward_kinematics  # noqa: F401
-from bcg_sim.motion.library import BUILTIN, builtin, cache_dir, load, save  # noqa: F401
-from bcg_sim.motion.motion import Motion  # noqa: F401
-from bcg_sim.motion.ops import align_ground, clip, from_23dof, ground_offset, resample, to_23dof  # noqa: F401
+from bcg_sim.motion.formats import MotionFormatError, validate
+from bcg_sim.motion.kinematics import complete, foot_heights, foot_speeds, forward_kinematics
+from bcg_sim.motion.library import BUILTIN, builtin, cache_dir, load, save
+from bcg_sim.motion.motion import Motion
+from bcg_sim.motion.ops import align_ground, clip, from_23dof, ground_offset, resample, to_23dof
+
+__all__ = [
+    "BUILTIN", "Motion", "MotionFormatError", "align_ground", "builtin", "cache_dir", "clip", "complete",
+    "foot_heights", "foot_speeds", "forward_kinematics", "from_23dof", "ground_offset", "load", "resample",
+    "save", "to_23dof", "validate",
+]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bcg_sim.motion import io, kinematics, library, ops, render
+from bcg_sim.motion import formats, kinematics, library, ops, render
 from bcg_sim.motion.config import motions_config
 from bcg_sim.motion.motion import Motion
 
@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (io.MotionFormatError, FileNotFoundError, KeyError, ValueError) as exc:
+    except (formats.MotionFormatError, FileNotFoundError, KeyError, ValueError) as exc:
         print(f"bcg-motion: error: {exc}", file=sys.stderr)
         return 2
 
@@ -100,9 +100,9 @@ def _convert(args: argparse.Namespace) -> int:
     m = library.load(args.input, fps=args.fps)
     if args.align_ground:
         m = ops.align_ground(m)
-    if Path(args.output).suffix.lower() == ".csv" and not np.isclose(m.fps, io.CSV_FPS):
+    if Path(args.output).suffix.lower() == ".csv" and not np.isclose(m.fps, formats.CSV_FPS):
         print(f"bcg-motion: note: CSV files carry no rate; {args.output} holds {m.fps:g} fps data "
-              f"(readers assume {io.CSV_FPS:g})", file=sys.stderr)
+              f"(readers assume {formats.CSV_FPS:g})", file=sys.stderr)
     library.save(m, args.output)
     print(f"{args.output}: {m.num_frames} frames at {m.fps:g} fps ({m.duration:.2f} s)")
     return 0

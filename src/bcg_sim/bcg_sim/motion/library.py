@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from bcg_sim.config import config_dir
-from bcg_sim.motion import _model, generators, ik, io, kinematics, ops
+from bcg_sim.motion import _model, formats, generators, ik, kinematics, ops, rotations
 from bcg_sim.motion.config import motions_config
 from bcg_sim.motion.motion import Motion
 
@@ -28,9 +28,9 @@ def load(name_or_path: str | os.PathLike, fps: float | None = None, clip: str | 
     if key in BUILTIN and not Path(key).exists():
         motion = builtin(key)
     elif not Path(key).suffix and not Path(key).exists():
-        raise io.MotionFormatError(f"{key}: neither a built-in clip ({', '.join(BUILTIN)}) nor a motion file")
+        raise formats.MotionFormatError(f"{key}: neither a built-in clip ({', '.join(BUILTIN)}) nor a motion file")
     else:
-        motion = kinematics.complete(io.read(name_or_path, clip))
+        motion = kinematics.complete(formats.read(name_or_path, clip))
     if fps is not None and not np.isclose(fps, motion.fps):
         motion = ops.resample(motion, fps)
     return motion
@@ -40,7 +40,7 @@ def save(motion: Motion, path: str | os.PathLike) -> None:
     """Write `motion` in the format of the extension (.csv, .npz, .pkl); completes it first if needed."""
     if not motion.completed:
         motion = kinematics.complete(motion.primary())
-    io.write(motion, path)
+    formats.write(motion, path)
 
 
 def builtin(name: str) -> Motion:
@@ -48,10 +48,10 @@ def builtin(name: str) -> Motion:
     path = cache_path(name)
     if path.is_file():
         try:
-            motion = kinematics.complete(io.read_npz(path))
+            motion = kinematics.complete(formats.read_npz(path))
             motion.name, motion.source = name, f"built-in {name} ({path})"
             return motion
-        except io.MotionFormatError:
+        except formats.MotionFormatError:
             pass  # a damaged cache entry is regenerated below (the cache holds nothing else)
     motion = generators.generate(name, motions_config().generation)
     _write_atomic(motion, path)
@@ -80,7 +80,7 @@ def cache_key(name: str) -> str:
     h = hashlib.sha256()
     h.update(json.dumps([name, generators.GENERATOR_VERSION, dataclasses.asdict(cfg.generation),
                          dataclasses.asdict(cfg.contact)], sort_keys=True, default=str).encode())
-    for module in (generators, ik, kinematics):
+    for module in (generators, ik, kinematics, rotations, _model):
         h.update(inspect.getsource(module).encode())
     m = _model.model()
     for arr in (m.body_pos, m.body_quat, m.jnt_axis, m.jnt_range, m.geom_pos, m.geom_size):
@@ -94,7 +94,7 @@ def _write_atomic(motion: Motion, path: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npz")  # np.savez keeps a .npz suffix
     os.close(fd)
     try:
-        io.write_npz(motion, Path(tmp))
+        formats.write_npz(motion, Path(tmp))
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

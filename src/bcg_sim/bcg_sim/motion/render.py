@@ -17,7 +17,7 @@ from bcg_sim.motion import _model
 from bcg_sim.motion.config import RenderConfig, motions_config
 from bcg_sim.motion.motion import Motion
 
-VIDEO_SUFFIXES = (".mp4", ".gif")
+VIDEO_SUFFIXES = (".mp4",)
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
 
@@ -106,16 +106,18 @@ def render_strip(motion: Motion, frames: int, width: int, height: int, ghost: Mo
 
 def render_video(motion: Motion, path: str | os.PathLike, width: int, height: int, ghost: Motion | None = None,
                  fps: float | None = None, cfg: RenderConfig | None = None, progress: bool = True) -> int:
-    """Write an MP4 (or GIF) of the clip at `fps` (default: config mp4_fps); returns the number of frames."""
+    """Write an MP4 of the clip at `fps` (default: config mp4_fps); returns the number of frames.
+    Odd sizes are rounded up to even ones (H.264 in yuv420p needs them)."""
     import imageio.v2 as imageio
     from tqdm import tqdm
 
     cfg = motions_config().render if cfg is None else cfg
     fps = cfg.mp4_fps if fps is None else fps
+    width, height = width + width % 2, height + height % 2
     times = np.arange(int(np.floor(motion.duration * fps)) + 1) / fps
     q, gq = qpos_at(motion, times), (qpos_at(ghost, times) if ghost is not None else None)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    # H.264 wants even sizes; macro_block_size=1 keeps any size without imageio's resize warning.
+    # macro_block_size=1: no resizing to multiples of 16 by imageio (even sizes suffice for H.264)
     with MotionRenderer(width, height, cfg) as r, imageio.get_writer(str(path), fps=fps, macro_block_size=1) as w:
         for i in tqdm(range(times.size), desc=f"render {Path(path).name}", unit="frame", disable=not progress):
             w.append_data(r.frame(q[i], gq[i] if gq is not None else None))
