@@ -20,12 +20,9 @@ FK_TOL = 0.005  # [m] body positions vs Menagerie
 MASS_RTOL = 0.01
 STAND_TIME = 2.0  # [s]
 STAND_TOL = 0.02  # [m] pelvis excursion from its start
-# The joints.py gains are BeyondMimic's policy gains (10 Hz on the rotor inertia): far too soft for a pure PD
-# to hold the robot up (ankle kp 2 x 28.5 N m/rad vs m g h ~ 217 N m/rad of toppling stiffness), and
-# Menagerie's G1 falls the same way (see test_dynamics_match_menagerie). The standing check therefore uses
-# them scaled to a standing servo: kp x 40, kd x 3 keeps the damping ratio near critical (2 * 3 / sqrt 40).
-STAND_KP_SCALE = 40.0
-STAND_KD_SCALE = 3.0
+# The motors' policy gains are BeyondMimic's (10 Hz on the rotor inertia): far too soft for a pure PD to hold
+# the robot up, and Menagerie's G1 falls the same way (see test_dynamics_match_menagerie). Standing uses the
+# bring-up gains of the joint table, g1.stand_gains().
 DYN_TIME = 1.0  # [s] of falling under the joints.py PD compared with Menagerie
 DYN_TOL_POS = 1e-3  # [m]
 DYN_TOL_Q = 5e-3  # [rad]
@@ -159,8 +156,8 @@ def test_stands_under_pd(variant):
     m = g1.load_mujoco(variant)
     d = mujoco.MjData(m)
     mujoco.mj_resetDataKeyframe(m, d, m.key("stand").id)
-    kp, kd, eff = _pd_gains(variant)
-    kp, kd = kp * STAND_KP_SCALE, kd * STAND_KD_SCALE
+    _, _, eff = _pd_gains(variant)
+    kp, kd = (np.array(g) for g in g1.stand_gains(variant))
     q_star = g1.default_joint_pos(variant)
     start = d.qpos[:3].copy()
     worst = 0.0

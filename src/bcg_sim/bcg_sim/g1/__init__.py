@@ -36,6 +36,7 @@ from bcg_sim.g1.joints import (  # noqa: F401
     joint_names,
     joints,
     motor_slots,
+    stand_gains,
 )
 from bcg_sim.g1.mjcf import load_mujoco, to_mjcf, write_mjcf  # noqa: F401
 from bcg_sim.g1.newton_model import add_to_builder, newton_joint_q, qpos_to_newton  # noqa: F401

@@ -111,6 +111,33 @@ JOINTS_23: tuple[Joint, ...] = tuple(j for j in JOINTS_29 if j.name not in REMOV
 
 VARIANTS = {"29dof": JOINTS_29, "23dof": JOINTS_23}
 
+# Bring-up ("stand") PD gains: used to move to and hold the default pose before a policy runs, and by
+# the simulators' hold tests. The motors' policy gains above are soft (BeyondMimic's): with them a passive
+# PD cannot hold the G1 upright — the two ankles give ~57 N m/rad against ~217 N m/rad of toppling
+# stiffness (m g h), and it falls within ~1 s. Measured in MuJoCo (2 ms, project model): ankle kp >= ~200
+# is needed; these gains hold the default pose for 5 s with < 1 mm pelvis drift. Keyed by a substring
+# of the joint name; (kp [N m/rad], kd [N m s/rad]).
+STAND_GAINS: dict[str, tuple[float, float]] = {
+    "hip": (200.0, 5.0),
+    "knee": (300.0, 6.0),
+    "ankle": (300.0, 5.0),
+    "waist": (300.0, 5.0),
+    "shoulder": (50.0, 2.0),
+    "elbow": (50.0, 2.0),
+    "wrist": (20.0, 1.0),
+}
+
+
+def stand_gains(variant: str = "29dof") -> tuple[list[float], list[float]]:
+    """(kp, kd) per joint of the variant, in motor order, for holding the default pose."""
+    kp, kd = [], []
+    for j in joints(variant):
+        group = next(k for k in STAND_GAINS if k in j.name)
+        kp.append(STAND_GAINS[group][0])
+        kd.append(STAND_GAINS[group][1])
+    return kp, kd
+
+
 # Number of motor slots in unitree_hg LowCmd/LowState; joints fill slots 0..28 in JOINTS_29 order.
 NUM_MOTOR_SLOTS = 35
 
