@@ -10,9 +10,9 @@ from bcg_sim.config import load_config
 
 @dataclass(frozen=True)
 class ContactConfig:
-    """A foot is in contact when BOTH hold (evaluated per frame, per foot):
-    its lowest sole sphere (bottom of the sphere, not the centre) is below `height` above z = 0, and its
-    foot-body origin moves slower than `speed` (3-D speed, central differences)."""
+    """A foot is in contact when BOTH hold (evaluated per frame, per foot): its lowest sole sphere (bottom
+    of the sphere, not the centre) is below `height` above z = 0, and that sphere moves slower than `speed`
+    (3-D speed, central differences). The lowest sphere is the touching point: still while the foot rolls."""
 
     height: float  # [m]
     speed: float  # [m/s]

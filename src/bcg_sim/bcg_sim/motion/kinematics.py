@@ -81,10 +81,18 @@ def foot_heights(motion: Motion) -> np.ndarray:
 
 
 def foot_speeds(motion: Motion) -> np.ndarray:
-    """[T, 2] 3-D speed (m/s) of the (left, right) foot-body origins."""
-    return np.linalg.norm(motion.body_lin_vel_w[:, _foot_indices(motion)], axis=-1)
+    """[T, 2] 3-D speed (m/s) of each foot's lowest sole sphere (centre, central differences).
+
+    The lowest sphere is the point that touches the ground: it stays still while the foot rolls from heel to
+    toe, whereas the ankle moves, so this speed separates stance from swing in mocap clips too.
+    """
+    spheres = foot_sphere_positions_w(motion)  # [T, 2, S, 3]
+    speed = np.linalg.norm(_gradient(spheres, motion.dt), axis=-1)  # [T, 2, S]
+    lowest = spheres[..., 2].argmin(axis=2)[..., None]  # [T, 2, 1]
+    return np.take_along_axis(speed, lowest, axis=2)[..., 0]
 
 
 def contacts(motion: Motion, contact: ContactConfig) -> np.ndarray:
-    """[T, 2] bool foot contact flags: low (sole below contact.height) and slow (speed below contact.speed)."""
+    """[T, 2] bool foot contact flags: low (sole below contact.height) and slow (lowest sole sphere slower
+    than contact.speed)."""
     return (foot_heights(motion) < contact.height) & (foot_speeds(motion) < contact.speed)
