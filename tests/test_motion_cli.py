@@ -58,3 +58,17 @@ def test_render_png_strip(cache: Path, tmp_path: Path) -> None:
     img = imageio.imread(out)
     assert img.shape == (128, 192, 3)
     assert img.std() > 10.0 and len(np.unique(img.reshape(-1, 3), axis=0)) > 100  # not blank
+
+
+def test_render_mp4_of_a_short_window(tmp_path: Path) -> None:
+    import imageio.v2 as imageio
+
+    from bcg_sim.motion import load, ops, render
+
+    window = ops.clip(load("jump"), 1.0, 1.5)
+    n = render.render_video(window, tmp_path / "jump.mp4", 64, 48, ghost=load("run"), fps=30, progress=False)
+    reader = imageio.get_reader(tmp_path / "jump.mp4")
+    try:
+        assert n == 16 and reader.count_frames() == n and reader.get_meta_data()["size"] == (64, 48)
+    finally:
+        reader.close()

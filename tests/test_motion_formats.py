@@ -152,13 +152,14 @@ def test_npz_corrupt(tmp_path: Path) -> None:
 
 def test_pkl_missing_key(tmp_path: Path) -> None:
     path = tmp_path / "nokey.pkl"
-    joblib.dump({"clip": {"root_trans_offset": np.zeros((3, 3)), "root_rot": np.zeros((3, 4))}}, path)
+    joblib.dump({"clip": {"root_trans_offset": np.zeros((3, 3)), "root_rot": np.zeros((3, 4)), "fps": 30}}, path)
     _expect(path, "missing key(s) ['dof']")
 
 
 def test_pkl_with_several_clips_needs_a_choice(tmp_path: Path) -> None:
     rows = _good_rows()
-    entry = {"root_trans_offset": rows[:, :3], "root_rot": rows[:, 3:7], "dof": rows[:, 7:][:, mio.PHC_JOINTS]}
+    entry = {"root_trans_offset": rows[:, :3], "root_rot": rows[:, 3:7], "dof": rows[:, 7:][:, mio.PHC_JOINTS],
+             "fps": 30}
     path = tmp_path / "multi.pkl"
     joblib.dump({"a": entry, "b": entry}, path)
     _expect(path, "holds 2 clips")

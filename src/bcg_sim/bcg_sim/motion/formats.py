@@ -20,14 +20,13 @@ from bcg_sim.motion.motion import Motion
 NUM_JOINTS = len(JOINTS_29)
 CSV_FPS = 30.0  # LAFAN1-G1 files carry no rate; Unitree's retargeting is 30 fps
 CSV_COLUMNS = 3 + 4 + NUM_JOINTS  # root xyz, root quaternion x y z w, joints
-PKL_FPS_DEFAULT = 30.0
 # PHC/ASAP "23 DoF": the 29 motor-order joints minus all six wrist joints (not Unitree's 23-DoF set).
 PHC_JOINTS = tuple(i for i, j in enumerate(JOINTS_29) if "wrist" not in j.name)
 # bcg's extension key in PKL files: the full 29 joints, so bcg -> PKL -> bcg keeps the wrists. Other readers
 # ignore it; files without it get zero wrists, as PHC/ASAP robots have none.
 PKL_FULL_DOF_KEY = "dof_29"
-NPZ_KEYS = ("fps", "joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
-PKL_KEYS = ("root_trans_offset", "root_rot", "dof")
+NPZ_KEYS = ("fps", "joint_pos", "body_pos_w", "body_quat_w")  # read; the writer adds velocities
+PKL_KEYS = ("root_trans_offset", "root_rot", "dof", "fps")
 
 
 class MotionFormatError(ValueError):
@@ -116,7 +115,7 @@ def read_npz(path: str | os.PathLike) -> Motion:
     are recomputed by `complete` on the project model."""
     path = Path(path)
     data = _open(path, lambda: dict(np.load(path, allow_pickle=False)))
-    missing = [k for k in ("fps", "joint_pos", "body_pos_w", "body_quat_w") if k not in data]
+    missing = [k for k in NPZ_KEYS if k not in data]
     if missing:
         raise _fail(path, f"missing NPZ key(s) {missing}; found {sorted(data)}")
     fps = np.asarray(data["fps"], dtype=float).reshape(-1)
@@ -163,7 +162,7 @@ def read_pkl(path: str | os.PathLike, clip: str | None = None) -> Motion:
     if missing:
         raise _fail(path, f"clip {key!r}: missing key(s) {missing}; found {sorted(entry)}")
     joints = _pkl_joints(path, entry)
-    motion = Motion(name=str(key), fps=float(np.asarray(entry.get("fps", PKL_FPS_DEFAULT)).reshape(-1)[0]),
+    motion = Motion(name=str(key), fps=float(np.asarray(entry["fps"], dtype=float).reshape(-1)[0]),
                     root_pos_w=np.asarray(entry["root_trans_offset"], float),
                     root_quat_w=rotations.xyzw_to_wxyz(np.asarray(entry["root_rot"], float)),
                     joint_pos=joints, source=str(path))
