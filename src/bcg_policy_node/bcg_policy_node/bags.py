@@ -171,7 +171,7 @@ def _open_reader(path: Path) -> Reader:
     try:
         reader.open()
     except (ReaderError, OSError, ValueError, KeyError) as exc:
-        raise BagError(f"bag {path} cannot be opened: {exc}") from exc
+        raise BagError(f"bag {path} is truncated or corrupt, cannot open it: {exc}") from exc
     return reader
 
 
