@@ -6,11 +6,15 @@
     save(clip, "dance.npz")
 """
 
-from bcg_sim.motion.formats import MotionFormatError, validate
-from bcg_sim.motion.kinematics import complete, foot_heights, foot_speeds, forward_kinematics
-from bcg_sim.motion.library import BUILTIN, builtin, cache_dir, load, save
-from bcg_sim.motion.motion import Motion
-from bcg_sim.motion.ops import align_ground, clip, from_23dof, ground_offset, resample, to_23dof
+from bcg_sim.motion._gl import default_gl_backend
+
+default_gl_backend()  # before the first `import mujoco` below, so headless rendering works without env.sh
+
+from bcg_sim.motion.formats import MotionFormatError, validate  # noqa: E402
+from bcg_sim.motion.kinematics import complete, foot_heights, foot_speeds, forward_kinematics  # noqa: E402
+from bcg_sim.motion.library import BUILTIN, builtin, cache_dir, load, save  # noqa: E402
+from bcg_sim.motion.motion import Motion  # noqa: E402
+from bcg_sim.motion.ops import align_ground, clip, from_23dof, ground_offset, resample, to_23dof  # noqa: E402
 
 __all__ = [
     "BUILTIN", "Motion", "MotionFormatError", "align_ground", "builtin", "cache_dir", "clip", "complete",
