@@ -30,6 +30,10 @@ LOWER, UPPER = np.array([j.lower for j in JOINTS_29]), np.array([j.upper for j i
 BIAS = (0.5 * np.sin(np.arange(29))).astype(np.float32)
 MOVE_S = 0.3
 DAMPING_KD = 8.0
+# config/policy_node.yaml has 50 ms; this 2-core test machine is shared with other heavy jobs, and a
+# scheduler stall of the fake robot's publisher thread is a (correct) stale fault that would derail the
+# test sequence. The stale test below still checks the detection and its timing against this value.
+STALE_S = 0.15
 
 
 class BiasPolicy(torch.nn.Module):
@@ -53,7 +57,8 @@ def setup(tmp_path_factory):
     art = export_policy(BiasPolicy(), contract, tmp / "bias", formats=("onnx",))
     expected_q = np.clip(DEFAULT + np.array(contract.action_scale) * BIAS, LOWER, UPPER)
     node = NodeProcess("bcg_policy_node.policy_node",
-                       policy_node_args(art, move_to_default_s=MOVE_S, damping_kd=DAMPING_KD), tmp / "node.log")
+                       policy_node_args(art, move_to_default_s=MOVE_S, damping_kd=DAMPING_KD,
+                                                        stale_timeout_s=STALE_S), tmp / "node.log")
     ros = RosSide()
     robot = FakeRobot(ros, DEFAULT + 0.3)
     diags: list = []
@@ -84,28 +89,35 @@ def _to_mode(ros, robot, mode: str) -> None:
     robot.quat = np.array([1.0, 0, 0, 0])
     robot.q = DEFAULT + 0.3
     wait_for(lambda: robot.mode() != "WAIT", 20, "the node to see the robot")
+    time.sleep(0.05)  # fresh states again before any command
     if robot.mode() == "DAMPING":
-        assert ros.call_trigger("/policy_node/reset").success
+        assert ros.call_trigger("/policy_node/reset").success, robot.transitions[-3:]
         wait_for(lambda: robot.mode() == "ZERO_TORQUE", 3, "ZERO_TORQUE after reset")
     if robot.mode() == "RUN":
         ros.call_trigger("/policy_node/stop")
     if robot.mode() == "ZERO_TORQUE":
-        assert ros.call_trigger("/policy_node/start").success
+        assert ros.call_trigger("/policy_node/start").success, robot.transitions[-3:]
     wait_for(lambda: robot.mode() == "HOLD", 3 + MOVE_S, "HOLD")
     if mode == "RUN":
-        assert ros.call_trigger("/policy_node/start").success
+        assert ros.call_trigger("/policy_node/start").success, robot.transitions[-3:]
         wait_for(lambda: robot.mode() == "RUN", 3, "RUN")
         time.sleep(0.1)
+    assert robot.mode() == mode, robot.transitions[-3:]
+
+
+def _last_damping(robot, n: int = 20) -> bool:
+    last = robot.cmds_since(0)[-n:]
+    return len(last) == n and all(_cmd_kind(c) == "damp" and ok for _, c, ok in last)
 
 
 def _assert_damping(robot, cause: str, t_fault: float) -> None:
     wait_for(lambda: robot.mode() == "DAMPING", 2, f"DAMPING ({cause})")
     assert cause in robot.transitions[-1], robot.transitions[-1]
-    time.sleep(0.15)
-    t_now = time.monotonic()
-    recent = robot.cmds_since(t_now - 0.1)
-    assert len(recent) > 10, "the node must keep commanding (damping) after a fault"
-    assert all(_cmd_kind(c) == "damp" and ok for _, c, ok in recent)
+    # Delivery order across topics is not guaranteed, so wait for the stream itself to be damping ...
+    wait_for(lambda: _last_damping(robot), 2, "the last 20 LowCmd to be damping with a correct CRC")
+    n = len(robot.cmds_since(0))
+    # ... and to keep coming: a fault never leaves the robot without commands.
+    wait_for(lambda: len(robot.cmds_since(0)) >= n + 20 and _last_damping(robot), 2, "damping to keep streaming")
 
 
 def test_startup_sequence_crc_mode_machine_and_policy_targets(setup):
@@ -212,7 +224,10 @@ def test_fault_ends_in_damping(setup, mode, induce, cause):
     induce(robot, ros)
     if induce is _stale:
         wait_for(lambda: robot.mode() == "DAMPING", 2, "DAMPING")
-        assert robot.cmds_since(t0 + 0.06), "damping is still streamed while the state is stale"
+        t_damp = time.monotonic()
+        assert t_damp - t0 > STALE_S, "no stale fault before the timeout"
+        wait_for(lambda: robot.cmds_since(t_damp), 1, "damping streamed while the state is stale")
+        assert f"limit {STALE_S * 1e3:.0f} ms" in robot.transitions[-1]
     _assert_damping(robot, cause, t0)
     if induce in (_nan, _bad_crc):
         word = "non-finite" if induce is _nan else "crc mismatch"
@@ -226,6 +241,5 @@ def test_shutdown_ends_in_damping(setup):
     _to_mode(ros, robot, "RUN")
     assert node.stop() == 0
     time.sleep(0.2)
-    last = robot.cmds_since(time.monotonic() - 5.0)[-20:]
-    assert last and all(_cmd_kind(c) == "damp" and ok for _, c, ok in last)
+    assert _last_damping(robot), "the last commands before exit are damping"
     assert "RUN -> DAMPING: node shutdown" in node.output()

@@ -391,7 +391,7 @@ class PolicyNode(Node):
 
     def _publish_diagnostics(self, now: float) -> None:
         with self._lock:
-            age = now - self._state_time
+            age = max(0.0, time.monotonic() - self._state_time)
             counts = dict(self._counts)
         st = DiagnosticStatus(name="bcg_policy_node: control", hardware_id="g1")
         mode = self.sm.mode
@@ -436,13 +436,21 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    spin = threading.Thread(target=executor.spin, name="ros-executor", daemon=True)
-    spin.start()
+    stop_spin = threading.Event()
+
+    def spin() -> None:  # spin_once in a loop so that shutdown can stop it before anything is destroyed
+        while not stop_spin.is_set():
+            executor.spin_once(timeout_sec=0.05)
+
+    spinner = threading.Thread(target=spin, name="ros-executor", daemon=True)
+    spinner.start()
     try:
         node.run_loop(stop)
     finally:
         node.send_shutdown_damping()
         node.get_logger().info("shut down (last commands: damping)")
+        stop_spin.set()
+        spinner.join(2.0)
         executor.shutdown(timeout_sec=1.0)
         node.destroy_node()
         rclpy.try_shutdown()
