@@ -56,6 +56,9 @@ def test_npz_has_the_mjlab_layout(window_csv: Path, tmp_path: Path) -> None:
     for key, width in (("body_pos_w", 3), ("body_quat_w", 4), ("body_lin_vel_w", 3), ("body_ang_vel_w", 3)):
         assert data[key].shape == (t, 30, width), key
     np.testing.assert_array_equal(data["body_pos_w"][:, 0], m.root_pos_w)  # root = body 0
+    from bcg_sim import g1
+
+    assert list(data["body_names"]) == m.body_names == g1.body_names()  # MuJoCo depth-first, pelvis first
 
 
 def test_foreign_pkl_without_wrists_loads_them_as_zero(window_csv: Path, tmp_path: Path) -> None:
