@@ -73,7 +73,8 @@ def robot_body_ids() -> np.ndarray:
 def foot_body_ids() -> tuple[int, int]:
     """MuJoCo body ids of the (left, right) foot bodies."""
     m = model()
-    return tuple(mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, n) for n in g1.FOOT_BODIES)  # type: ignore[return-value]
+    left, right = (mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, n) for n in g1.FOOT_BODIES)
+    return left, right
 
 
 def foot_spheres() -> np.ndarray:
