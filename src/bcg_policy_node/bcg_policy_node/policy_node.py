@@ -18,6 +18,7 @@ State machine and safety: see state_machine.py and safety.py.
 from __future__ import annotations
 
 import math
+import os
 import signal
 import sys
 import threading
@@ -68,6 +69,7 @@ PARAMS: dict[str, Any] = {  # name -> default; config/policy_node.yaml documents
     "diagnostics_rate_hz": 1.0,
     "shutdown_damping_s": 0.2,
     "gil_switch_interval_s": 0.0005,
+    "rt_priority": 0,
 }
 
 
@@ -237,6 +239,7 @@ class PolicyNode(Node):
     # --- control loop (its own thread) ---
     def run_loop(self, stop: threading.Event) -> None:
         """Tick at cmd_rate_hz until `stop` is set. Deadlines are absolute, so jitter does not accumulate."""
+        self._set_rt_priority()
         period = 1.0 / self.p["cmd_rate_hz"]
         next_t = time.monotonic()
         last_start = None
@@ -254,6 +257,17 @@ class PolicyNode(Node):
                 next_t = time.monotonic()
             elif delay > 0:
                 time.sleep(delay)
+
+    def _set_rt_priority(self) -> None:
+        """SCHED_FIFO for the calling (loop) thread when rt_priority > 0 (needs CAP_SYS_NICE / rtprio limit)."""
+        prio = int(self.p["rt_priority"])
+        if prio <= 0:
+            return
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
+            self.get_logger().info(f"control loop runs SCHED_FIFO priority {prio}")
+        except (PermissionError, OSError, AttributeError) as exc:
+            self.get_logger().warning(f"rt_priority {prio} not applied ({exc}); running with normal scheduling")
 
     def tick(self, now: float | None = None) -> None:
         """One control tick (what run_loop does every 1/cmd_rate_hz s), for lockstep runners such as
@@ -447,8 +461,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         node.run_loop(stop)
     finally:
+        commanded = node.sm.mode != Mode.WAIT
         node.send_shutdown_damping()
-        node.get_logger().info("shut down (last commands: damping)")
+        node.get_logger().info("shut down (last commands: damping)" if commanded
+                               else "shut down (the robot was never commanded)")
         stop_spin.set()
         spinner.join(2.0)
         executor.shutdown(timeout_sec=1.0)
