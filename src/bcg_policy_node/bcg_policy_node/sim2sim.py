@@ -9,9 +9,11 @@ nodes share ONE executor; the topics are the real DDS topics, so other processes
 full ROS install, `bcg-replay --check-policy` on the recorded bag) see the same traffic.
 
 Modes:
-- --realtime (default): the bridge steps on a wall-clock timer and the policy node runs its own 500 Hz
-  control thread, exactly as in deployment. On a loaded machine the bridge skips ahead when it lags.
-- --fast: lockstep, as fast as the CPU allows: bridge tick (one LowState period) -> the policy node
+- --realtime: the bridge steps on a wall-clock timer and the policy node runs its own 500 Hz control
+  thread, exactly as in deployment. Bridge and policy node then need about 1.5 CPU cores between them
+  (one Python process, shared GIL); short of that the bridge lags, skips ahead, and the policy node's
+  50 ms stale-state check may fault to DAMPING -- as it would on a robot whose state stream stalls.
+- --fast (default): lockstep, as fast as the CPU allows: bridge tick (one LowState period) -> the policy node
   receives that LowState -> one policy-node control tick -> its LowCmd reaches the bridge. Sim time (and
   /clock) advances by exactly one LowState period per tick, so results do not depend on machine load.
   The policy node's own timers (move-to-default time, stale timeout) still count wall time.
@@ -55,10 +57,11 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--start", action="store_true",
                     help="press start on the emulated remote: ZERO_TORQUE -> default pose -> RUN")
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--realtime", dest="realtime", action="store_true", default=True,
-                      help="wall-clock stepping, policy node on its own thread (default)")
+    mode.add_argument("--realtime", dest="realtime", action="store_true", default=False,
+                      help="deployment timing: wall-clock stepping, policy node on its own 500 Hz thread "
+                           "(needs about 1.5 free CPU cores)")
     mode.add_argument("--fast", dest="realtime", action="store_false",
-                      help="lockstep as fast as possible, sim time on /clock")
+                      help="lockstep as fast as possible, sim time on /clock (default)")
     return ap
 
 
@@ -193,10 +196,10 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         end_mode, end_fault = policy.sm.mode, policy.sm.last_fault  # before the shutdown damping
         policy.send_shutdown_damping()
+        executor.shutdown(timeout_sec=1.0)  # no callback may run (e.g. write to the bag) after this
         if recorder is not None:
             counts = recorder.close()
             print(f"bcg-sim2sim: recorded {args.record}: {counts}")
-        executor.shutdown(timeout_sec=1.0)
     wall = time.monotonic() - t0
     pos, _ = bridge.sim.pelvis_pose()
     print(f"bcg-sim2sim: {bridge.sim_time:.2f} s sim in {wall:.2f} s wall; policy node mode "
