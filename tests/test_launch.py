@@ -1,0 +1,177 @@
+"""Launch files and DDS profile, validated without `launch` (not installable from pip).
+
+The launch files are compiled and walked as ASTs: every Node(...) names an executable that exists (a
+console script of setup.py, or an external package listed as exec_depend), every config file they open
+exists, every LaunchConfiguration is a declared argument, the include passes only declared arguments.
+The Fast DDS profile is parsed, and the interface-restricted variant the deploy launch writes is loaded by
+a real Fast DDS participant that must exchange messages with this process over loopback.
+They still need a full ROS 2 install (launch, launch_ros, robot_state_publisher, rviz2) to run.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ros_helpers import REPO  # noqa: E402
+
+LAUNCH = REPO / "launch"
+CONFIG = REPO / "config"
+NS = "{http://www.eprosima.com}"
+REQUIRED_DEPLOY_ARGS = {"policy", "sim", "rviz", "domain_id", "network_interface"}
+
+
+def _tree(name: str) -> ast.Module:
+    path = LAUNCH / name
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def _calls(tree: ast.AST, func: str) -> list[ast.Call]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and ((isinstance(n.func, ast.Name) and n.func.id == func)
+                 or (isinstance(n.func, ast.Attribute) and n.func.attr == func))]
+
+
+def _kw(call: ast.Call, name: str):
+    for k in call.keywords:
+        if k.arg == name:
+            return ast.literal_eval(k.value)
+    return None
+
+
+def _declared(tree: ast.Module) -> set[str]:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "ARGUMENTS" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    raise AssertionError("launch file has no ARGUMENTS dict")
+
+
+def _console_scripts() -> dict[str, set[str]]:
+    """package -> console-script names, read from each src/*/setup.py."""
+    out: dict[str, set[str]] = {}
+    for setup in (REPO / "src").glob("*/setup.py"):
+        scripts: set[str] = set()
+        for call in _calls(ast.parse(setup.read_text()), "setup"):
+            eps = _kw(call, "entry_points") or {}
+            scripts |= {s.split("=")[0].strip() for s in eps.get("console_scripts", [])}
+        out[setup.parent.name] = scripts
+    return out
+
+
+def _exec_depends() -> set[str]:
+    root = ET.parse(REPO / "src" / "g1_bringup" / "package.xml").getroot()
+    return {e.text for e in root.findall("exec_depend")}
+
+
+@pytest.mark.parametrize("name", ["deploy.launch.py", "sim2sim.launch.py"])
+def test_launch_file_compiles_and_references_exist(name):
+    path = LAUNCH / name
+    compile(path.read_text(), str(path), "exec")
+    tree = _tree(name)
+    assert any(isinstance(n, ast.FunctionDef) and n.name == "generate_launch_description" for n in tree.body)
+    declared = _declared(tree)
+    # Literal names must be declared; a computed one (sim2sim: `for name in ARGUMENTS`) is by construction.
+    used = {c.args[0].value for c in _calls(tree, "LaunchConfiguration") if isinstance(c.args[0], ast.Constant)}
+    assert used <= declared, f"undeclared launch arguments {used - declared}"
+    scripts, external = _console_scripts(), _exec_depends()
+    for node in _calls(tree, "Node"):
+        pkg, exe = _kw(node, "package"), _kw(node, "executable")
+        if pkg in scripts:
+            assert exe in scripts[pkg], f"{pkg} has no executable {exe!r}; it has {sorted(scripts[pkg])}"
+        else:
+            assert pkg in external, f"{pkg} is neither a bcg package nor an exec_depend of g1_bringup"
+    for call in _calls(tree, "config_file"):
+        f = ast.literal_eval(call.args[0])
+        assert (CONFIG / f).is_file(), f"{name} opens config/{f}, which does not exist"
+
+
+def test_deploy_arguments_and_sim2sim_include():
+    assert REQUIRED_DEPLOY_ARGS <= _declared(_tree("deploy.launch.py"))
+    sim = _tree("sim2sim.launch.py")
+    includes = [n.value for n in ast.walk(sim) if isinstance(n, ast.Constant) and str(n.value).endswith(".launch.py")]
+    assert includes == ["deploy.launch.py"] and (LAUNCH / includes[0]).is_file()
+    forwarded = _declared(sim) | {"sim"}
+    assert forwarded <= _declared(_tree("deploy.launch.py"))
+
+
+def test_parameter_files_are_ros2_param_files_for_the_launched_nodes():
+    for f, node in (("mujoco_bridge.yaml", "mujoco_bridge"), ("policy_node.yaml", "policy_node")):
+        data = yaml.safe_load((CONFIG / f).read_text())
+        assert list(data) == [node] and "ros__parameters" in data[node], f
+    rviz = yaml.safe_load((CONFIG / "g1.rviz").read_text())
+    classes = {d["Class"] for d in rviz["Visualization Manager"]["Displays"]}
+    assert {"rviz_default_plugins/RobotModel", "rviz_default_plugins/TF"} <= classes
+
+
+def _profile_function():
+    """fastdds_profile_for_interface from deploy.launch.py, compiled alone (its module imports `launch`)."""
+    tree = _tree("deploy.launch.py")
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "fastdds_profile_for_interface")
+    ns: dict = {"ET": ET}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), "deploy.launch.py", "exec"), ns)
+    return ns["fastdds_profile_for_interface"]
+
+
+def _type_propagation(root: ET.Element) -> str:
+    for prop in root.iter(f"{NS}property"):
+        if prop.findtext(f"{NS}name") == "fastdds.type_propagation":
+            return prop.findtext(f"{NS}value")
+    raise AssertionError("no fastdds.type_propagation property")
+
+
+def test_fastdds_profile_disables_type_propagation():
+    text = (CONFIG / "fastdds_robot.xml").read_text()
+    root = ET.fromstring(text)
+    participant = root.find(f"{NS}profiles/{NS}participant")
+    assert participant.get("is_default_profile") == "true"
+    assert _type_propagation(root) == "disabled"
+    restricted = ET.fromstring(_profile_function()(text, "eth7"))
+    assert _type_propagation(restricted) == "disabled"
+    assert [e.text for e in restricted.iter(f"{NS}interface")] == ["eth7"]
+    assert restricted.findtext(f"{NS}profiles/{NS}participant/{NS}rtps/{NS}useBuiltinTransports") == "false"
+    assert _profile_function()(text, "") == text
+
+
+PUBLISHER = textwrap.dedent("""
+    import time, rclpy
+    from std_msgs.msg import String
+    rclpy.init()
+    n = rclpy.create_node("profiled_pub")
+    p = n.create_publisher(String, "/profile_check", 10)
+    end = time.monotonic() + 15
+    while time.monotonic() < end:
+        p.publish(String(data="hello"))
+        time.sleep(0.05)
+""")
+
+
+def test_restricted_profile_loads_in_fastdds_and_talks_over_loopback(tmp_path):
+    pytest.importorskip("rclpy")
+    from ros_helpers import RosSide, wait_for
+    from std_msgs.msg import String
+
+    profile = tmp_path / "fastdds_lo.xml"
+    profile.write_text(_profile_function()((CONFIG / "fastdds_robot.xml").read_text(), "lo"))
+    ros = RosSide("profile_check")  # sets this session's ROS_DOMAIN_ID (inherited by the publisher)
+    env = dict(os.environ, FASTDDS_DEFAULT_PROFILES_FILE=str(profile), RMW_IMPLEMENTATION="rmw_fastrtps_cpp")
+    proc = subprocess.Popen([sys.executable, "-c", PUBLISHER], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    got: list = []
+    ros.node.create_subscription(String, "/profile_check", got.append, 10)
+    try:
+        wait_for(lambda: len(got) >= 3 or proc.poll() is not None, 15.0, "messages from the profiled participant")
+    finally:
+        proc.kill()
+        out = proc.communicate()[0]
+        ros.close()
+    assert "XMLPARSER" not in out and "Error" not in out, out
+    assert len(got) >= 3, out
