@@ -65,9 +65,13 @@ def setup(tmp_path_factory):
     from diagnostic_msgs.msg import DiagnosticArray
     from sensor_msgs.msg import JointState
 
-    joint_states: list = []
+    from geometry_msgs.msg import PoseStamped
+
+    joint_states: dict[str, list] = {"/joint_states": [], "/reference/joint_states": [], "/reference/root_pose": []}
     ros.node.create_subscription(DiagnosticArray, "/diagnostics", diags.append, 10)
-    ros.node.create_subscription(JointState, "/joint_states", joint_states.append, 10)
+    for topic, typ in (("/joint_states", JointState), ("/reference/joint_states", JointState),
+                       ("/reference/root_pose", PoseStamped)):
+        ros.node.create_subscription(typ, topic, joint_states[topic].append, 10)
     yield node, ros, robot, expected_q, diags, joint_states
     robot.close()
     if node.alive():
@@ -144,7 +148,12 @@ def test_startup_sequence_crc_mode_machine_and_policy_targets(setup):
     every = robot.cmds_since(0)
     assert all(ok for _, _, ok in every), "every LowCmd has a correct CRC"
     assert {c.mode_machine for _, c, _ in every} == {robot.mode_machine}, "mode_machine copied from the robot"
-    assert joint_states and len(joint_states[-1].name) == 29
+    js, ref_js, ref_pose = (joint_states[t] for t in ("/joint_states", "/reference/joint_states",
+                                                      "/reference/root_pose"))
+    assert js and js[-1].name[3] == "left_knee_joint" and len(js[-1].position) == 29
+    assert ref_js and ref_pose, "the reference ghost is published in RUN"
+    np.testing.assert_allclose(ref_js[-1].position, DEFAULT, atol=1e-9)  # the bias artifact's clip: standing
+    assert ref_pose[-1].header.frame_id == "world" and ref_pose[-1].pose.position.z == pytest.approx(0.79)
     wait_for(lambda: any(s.message == "RUN" for d in diags for s in d.status), 3, "diagnostics in RUN")
     values = {kv.key: kv.value for kv in [s for d in diags for s in d.status][-1].values}
     print("loop timing:", {k: values[k] for k in values if "ms" in k or k == "overruns"})
