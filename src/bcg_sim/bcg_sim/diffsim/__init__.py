@@ -1,0 +1,19 @@
+"""bcg_sim.diffsim: differentiable batched G1 simulation on Newton (Featherstone) with Bundled Contact
+Gradients. Modules: config (SimConfig, config/sim.yaml), model (Newton model + contact/PD tables),
+kernels (Warp kernels), state (bcg <-> Newton state conventions), bridge (torch autograd Function per
+control step), bundle (BCG), env (batched env with reset/step/termination). Docs: docs/sim.md."""
+
+from bcg_sim.diffsim.bridge import Simulator, StepOutput  # noqa: F401
+from bcg_sim.diffsim.bundle import BCGStats, Bundler, bundle_mean, quat_mean_about, sample_ball  # noqa: F401
+from bcg_sim.diffsim.config import (  # noqa: F401
+    ActuationConfig,
+    BCGConfig,
+    ContactConfig,
+    SimConfig,
+    SolverConfig,
+    TerminationConfig,
+    load_sim_config,
+    sim_config_from_dict,
+)
+from bcg_sim.diffsim.env import EnvStep, G1DiffEnv, motion_state  # noqa: F401
+from bcg_sim.diffsim.state import SimState, from_newton, to_newton  # noqa: F401

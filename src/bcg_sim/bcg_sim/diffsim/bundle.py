@@ -1,0 +1,296 @@
+"""Bundled Contact Gradients (BCG): average a stiff contact event over perturbed branch copies.
+
+Rule (per world and foot): a **touchdown** is detected in a control step when the foot's peak normal force
+over the step's substeps exceeds `bcg.trigger_force` while its normal force at the end of the previous step
+did not (contact onset). The world must not already be running a bundle (then it is counted `busy`).
+
+On a touchdown in step t of world i (foot f):
+1. B branch copies of world i's state *at the start of step t* (before the impact) are written into free
+   slots of a preallocated pool of branch worlds (its own `Simulator`). If fewer than B slots are free the
+   trigger is counted as `overflow` and world i simply continues unbundled.
+2. Each copy is perturbed: the foot point is displaced by dp ~ U(ball of radius sigma) [m] and its velocity by
+   dv ~ U(ball of radius sigma_v) [m/s]. Mapping to generalized coordinates: the displacement is applied to
+   the floating base (root position += dp, root COM velocity += dv). A rigid translation moves every point
+   of the robot, the foot included, by exactly dp, and adding dv to the base's linear velocity with its
+   angular velocity unchanged adds exactly dv to every point's velocity -- so the foot's position and velocity
+   get precisely the sampled perturbation, with no kinematic singularity (a leg-Jacobian pseudo-inverse
+   is singular at a straight knee) and no change to joint angles, which would otherwise show up at once as
+   PD torque spikes kp * dq unrelated to contact. The cost: the other foot moves too.
+   With `antithetic`, perturbations come in +/- pairs, so their mean is exactly zero.
+3. The branches re-run step t and the next H-1 control steps with the *same* PD targets as world i.
+4. After H steps world i's state becomes the bundle mean: x_i + mean_k(x_k - x_i) for positions and
+   velocities (x_i: world i's own unperturbed state), and for the root orientation (and every body
+   orientation) the tangent-space mean about q_i: q_i * exp(mean_k log(q_i^-1 q_k)), sign-aligned, so it is
+   quaternion-safe and returns q_i *bitwise* when all branches equal it. Gradients flow through the mean
+   into the branches' rollouts; with sigma = sigma_v = 0 the result and its gradient equal the unbundled ones.
+
+`Bundler` keeps the pool bookkeeping and runs the branches; the averaging maths are plain torch functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from bcg_sim.diffsim.config import BCGConfig
+
+# ---------------------------------------------------------------------------------------------- maths
+
+
+def sample_ball(n: int, dim: int, radius: float, generator: torch.Generator, antithetic: bool,
+                device: torch.device | str = "cpu") -> torch.Tensor:
+    """[n, dim] samples uniform in the ball of `radius` (zeros when radius == 0). With `antithetic`
+    (n even), rows n/2.. are the negatives of rows ..n/2, so the sample mean is exactly zero."""
+    if radius == 0.0:
+        return torch.zeros(n, dim, device=device)
+    m = n // 2 if antithetic else n
+    d = torch.randn(m, dim, generator=generator)
+    d = d / d.norm(dim=-1, keepdim=True)
+    r = radius * torch.rand(m, 1, generator=generator) ** (1.0 / dim)
+    x = d * r
+    if antithetic:
+        x = torch.cat([x, -x], dim=0)
+    return x.to(device)
+
+
+def _qmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Hamilton product of x y z w quaternions [..., 4]."""
+    ax, ay, az, aw = a.unbind(-1)
+    bx, by, bz, bw = b.unbind(-1)
+    return torch.stack([
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
+        aw * bw - ax * bx - ay * by - az * bz,
+    ], dim=-1)
+
+
+def _qconj(q: torch.Tensor) -> torch.Tensor:
+    return torch.cat([-q[..., :3], q[..., 3:]], dim=-1)
+
+
+_TINY = 1e-20  # keeps sqrt differentiable at exactly zero rotation without changing any float32 result
+
+
+def quat_log(r: torch.Tensor) -> torch.Tensor:
+    """Rotation vector [..., 3] of x y z w quaternions r (w >= 0 assumed)."""
+    v, w = r[..., :3], r[..., 3:]
+    n = torch.sqrt((v * v).sum(-1, keepdim=True) + _TINY)
+    return v * (2.0 * torch.atan2(n, w) / n)
+
+
+def quat_exp(rv: torch.Tensor) -> torch.Tensor:
+    """x y z w quaternion [..., 4] of rotation vectors rv [..., 3]."""
+    half = 0.5 * torch.sqrt((rv * rv).sum(-1, keepdim=True) + _TINY)
+    return torch.cat([rv * (torch.sin(half) / (2.0 * half)), torch.cos(half)], dim=-1)
+
+
+def quat_mean_about(q_ref: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Mean of quaternions q [B, ..., 4] about q_ref [..., 4] (x y z w), carried by q only.
+
+    Rotation: each q_k is sign-aligned with q_ref, mapped to the rotation vector of q_ref^-1 q_k, averaged
+    and mapped back (tangent-space mean; safe for any sign and for spreads up to pi). Norm: the result is
+    scaled by m / stopgrad(m), m = mean_k |q_k| -- exactly 1.0 in value, but it hands the radial part of the
+    incoming gradient to the branches. q_ref enters as a constant, so every gradient reaches the branches;
+    when every q_k == q_ref the result is q_ref bitwise and its gradient is the unbundled one."""
+    ref = q_ref.detach()
+    sign = torch.where((q * ref).sum(-1, keepdim=True) < 0, -1.0, 1.0)
+    rel = _qmul(_qconj(ref).expand_as(q), q * sign)
+    rel = rel * torch.where(rel[..., 3:] < 0, -1.0, 1.0)  # shortest arc
+    rot = _qmul(ref, quat_exp(quat_log(rel).mean(0)))
+    m = q.norm(dim=-1, keepdim=True).mean(0)
+    return rot * (m / m.detach())
+
+
+def bundle_mean(main: torch.Tensor, branches: torch.Tensor, quat_slice: slice | None = None) -> torch.Tensor:
+    """Mean of branch outcomes [B, ..., D] written as main [..., D] + mean deviation, main a constant
+    (so the value is exactly main when the branches equal it, and all gradient flows into the branches);
+    entries in `quat_slice` (x y z w) use `quat_mean_about`."""
+    ref = main.detach()
+    out = ref + (branches - ref).mean(0)
+    if quat_slice is None:
+        return out
+    q = quat_mean_about(ref[..., quat_slice], branches[..., quat_slice])
+    return torch.cat([out[..., : quat_slice.start], q, out[..., quat_slice.stop:]], dim=-1)
+
+# ------------------------------------------------------------------------------------------- pool
+
+
+@dataclass
+class BCGStats:
+    """Counters of one rollout (reset by `Bundler.reset_stats()` / env.new_rollout())."""
+
+    triggers: int = 0  # touchdowns detected (bundled or not)
+    triggers_per_foot: list[int] = field(default_factory=lambda: [0, 0])  # (left, right)
+    bundles_started: int = 0
+    bundles_completed: int = 0
+    overflow: int = 0  # touchdowns not bundled because the pool had < B free slots
+    busy: int = 0  # touchdowns not bundled because the world was already in a bundle
+    cancelled: int = 0  # bundles dropped by a reset of their world
+    pool_steps: int = 0  # control steps in which the pool ran
+    pool_slots_used_max: int = 0
+    pool_slot_steps: int = 0  # sum over pool steps of slots in use (mean use = this / pool_steps)
+    spread_pos_sum: float = 0.0  # sum over completed bundles of the branches' root-position std [m]
+    spread_vel_sum: float = 0.0  # ... of the branches' root-velocity std [m/s]
+
+    @property
+    def pool_use_mean(self) -> float:
+        return self.pool_slot_steps / self.pool_steps if self.pool_steps else 0.0
+
+    @property
+    def branch_spread_pos(self) -> float:
+        """Mean over completed bundles of the RMS distance of branch root positions from their mean [m]."""
+        return self.spread_pos_sum / self.bundles_completed if self.bundles_completed else 0.0
+
+    @property
+    def branch_spread_vel(self) -> float:
+        return self.spread_vel_sum / self.bundles_completed if self.bundles_completed else 0.0
+
+    def as_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items()}
+        d.update(pool_use_mean=self.pool_use_mean, branch_spread_pos=self.branch_spread_pos,
+                 branch_spread_vel=self.branch_spread_vel)
+        return d
+
+
+@dataclass
+class _Bundle:
+    world: int
+    foot: int
+    slots: list[int]
+    steps_done: int = 0
+
+
+# Pool stepper: (target [P, J], q [P, Dq], qd [P, Dv]) -> tuple of outputs [P, ...]; outputs[0] and
+# outputs[1] are the next (q, qd); further outputs (e.g. body poses) are averaged too.
+Stepper = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]
+
+
+class Bundler:
+    """Branch pool bookkeeping and averaging for BCG over any stepper with Newton-style state layout.
+
+    quat_slices[k] is the x y z w slice of output k (None: all linear); `root_lin_vel` is the slice of qd
+    that holds the base's linear velocity and `root_pos` that of q holding its position.
+    """
+
+    def __init__(self, cfg: BCGConfig, step_pool: Stepper, idle_q: torch.Tensor, idle_qd: torch.Tensor,
+                 idle_target: torch.Tensor, quat_slices: tuple[slice | None, ...],
+                 root_pos: slice = slice(0, 3), root_lin_vel: slice = slice(0, 3)):
+        self.cfg = cfg
+        self.step_pool = step_pool
+        self.pool_size = cfg.pool_size
+        self.idle_q, self.idle_qd, self.idle_target = idle_q, idle_qd, idle_target  # [Dq], [Dv], [J]
+        self.quat_slices = quat_slices
+        self.root_pos, self.root_lin_vel = root_pos, root_lin_vel
+        self.gen = torch.Generator().manual_seed(cfg.seed)
+        self.free = list(range(self.pool_size))
+        self.bundles: dict[int, _Bundle] = {}
+        self.branch_q: dict[int, torch.Tensor] = {}  # slot -> [Dq]
+        self.branch_qd: dict[int, torch.Tensor] = {}
+        self.stats = BCGStats()
+
+    def reset_stats(self) -> None:
+        self.stats = BCGStats()
+
+    def active_worlds(self) -> set[int]:
+        return set(self.bundles)
+
+    def cancel(self, worlds) -> None:
+        """Drop the bundles of these worlds (e.g. on reset) and free their slots."""
+        for w in list(worlds):
+            b = self.bundles.pop(int(w), None)
+            if b is not None:
+                self._release(b)
+                self.stats.cancelled += 1
+
+    def clear(self) -> None:
+        """Drop every bundle without counting (start of a new rollout)."""
+        for b in list(self.bundles.values()):
+            self._release(b)
+        self.bundles.clear()
+
+    def _release(self, b: _Bundle) -> None:
+        for s in b.slots:
+            self.branch_q.pop(s, None)
+            self.branch_qd.pop(s, None)
+        self.free.extend(b.slots)
+        self.free.sort()
+
+    def trigger(self, world: int, foot: int, q_start: torch.Tensor, qd_start: torch.Tensor) -> bool:
+        """A touchdown of `foot` in `world`; q_start [Dq], qd_start [Dv] are its state at the start of the
+        step. Returns True when a bundle was started."""
+        st, B = self.stats, self.cfg.branches
+        st.triggers += 1
+        st.triggers_per_foot[foot] += 1
+        if world in self.bundles:
+            st.busy += 1
+            return False
+        if len(self.free) < B:
+            st.overflow += 1
+            return False
+        slots, self.free = self.free[:B], self.free[B:]
+        dp = sample_ball(B, 3, self.cfg.sigma, self.gen, self.cfg.antithetic, q_start.device)
+        dv = sample_ball(B, 3, self.cfg.sigma_v, self.gen, self.cfg.antithetic, q_start.device)
+        for k, s in enumerate(slots):
+            q = q_start.clone()
+            qd = qd_start.clone()
+            q[self.root_pos] = q_start[self.root_pos] + dp[k]
+            qd[self.root_lin_vel] = qd_start[self.root_lin_vel] + dv[k]
+            self.branch_q[s], self.branch_qd[s] = q, qd
+        self.bundles[world] = _Bundle(world, foot, slots)
+        st.bundles_started += 1
+        return True
+
+    def step_and_merge(self, target: torch.Tensor, main_out: tuple[torch.Tensor, ...]
+                       ) -> tuple[tuple[torch.Tensor, ...], list[int]]:
+        """Run every active branch one control step with its world's PD target (target [N, J]), then
+        replace the outputs of worlds whose bundle reached H steps by the bundle mean.
+
+        main_out: the main rollout's outputs (q [N, Dq], qd [N, Dv], ...). Returns (outputs, merged worlds).
+        """
+        if not self.bundles:
+            return main_out, []
+        P = self.pool_size
+        slot_world = {s: b.world for b in self.bundles.values() for s in b.slots}
+        used = sorted(slot_world)
+        # Pool inputs: active slots carry their (graph-connected) branch state, idle slots a constant pose.
+        q_rows = [self.branch_q[s] if s in slot_world else self.idle_q for s in range(P)]
+        qd_rows = [self.branch_qd[s] if s in slot_world else self.idle_qd for s in range(P)]
+        t_rows = [target[slot_world[s]] if s in slot_world else self.idle_target for s in range(P)]
+        out = self.step_pool(torch.stack(t_rows), torch.stack(q_rows), torch.stack(qd_rows))
+        st = self.stats
+        st.pool_steps += 1
+        st.pool_slot_steps += len(used)
+        st.pool_slots_used_max = max(st.pool_slots_used_max, len(used))
+        for s in used:
+            self.branch_q[s], self.branch_qd[s] = out[0][s], out[1][s]
+        merged: list[int] = []
+        replace: dict[int, tuple[torch.Tensor, ...]] = {}
+        for w, b in list(self.bundles.items()):
+            b.steps_done += 1
+            if b.steps_done < self.cfg.horizon:
+                continue
+            idx = torch.as_tensor(b.slots, device=out[0].device)
+            means = []
+            for k, (main, qs) in enumerate(zip(main_out, self.quat_slices)):
+                branches = out[k].index_select(0, idx)  # [B, ...]
+                means.append(bundle_mean(main[w], branches, qs))
+            pos = out[0].index_select(0, idx)[:, self.root_pos].detach()
+            vel = out[1].index_select(0, idx)[:, self.root_lin_vel].detach()
+            st.spread_pos_sum += float((pos - pos.mean(0)).pow(2).sum(-1).mean().sqrt())
+            st.spread_vel_sum += float((vel - vel.mean(0)).pow(2).sum(-1).mean().sqrt())
+            st.bundles_completed += 1
+            replace[w] = tuple(means)
+            merged.append(w)
+            del self.bundles[w]
+            self._release(b)
+        if not replace:
+            return main_out, []
+        worlds = torch.as_tensor(sorted(replace), device=main_out[0].device)
+        new_out = []
+        for k, main in enumerate(main_out):
+            rows = torch.stack([replace[int(w)][k] for w in worlds])
+            new_out.append(main.index_put((worlds,), rows))  # out of place: other worlds keep their graph
+        return tuple(new_out), sorted(replace)

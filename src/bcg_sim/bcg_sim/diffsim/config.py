@@ -1,0 +1,166 @@
+"""Typed configuration of the differentiable simulator and of Bundled Contact Gradients (config/sim.yaml).
+
+`load_sim_config()` reads the YAML through `bcg_sim.config.load_config`, then `SimConfig.validate()` checks
+every physical bound and raises `ConfigError` naming the key, so a bad value fails at construction and not
+as a NaN twenty seconds into a rollout.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field, replace
+
+from bcg_sim.config import ConfigError, from_dict, load_config
+
+
+@dataclass
+class SolverConfig:
+    use_tile_gemm: bool = True
+    angular_damping: float = 0.05
+    max_stable_dt: float = 0.0005  # [s], measured for the G1 with Featherstone (see docs/sim.md)
+    stability_safety: float = 0.2  # dt <= safety * 2 / omega_contact as well
+
+
+@dataclass
+class ContactConfig:
+    """Penalty sphere-vs-ground contact; the single stiffness knob is `kappa` [kN/m] (see docs/sim.md)."""
+
+    kappa: float = 100.0  # [kN/m] per contact sphere; ke = 1000 * kappa [N/m]
+    damping_ratio: float = 0.5  # zeta
+    effective_mass: float = 1.0  # m_eff per sphere [kg]
+    friction_mu: float = 0.8
+    friction_slope_ratio: float = 1.0  # kf = ratio * kd
+    body_spheres: dict[str, float] = field(default_factory=dict)  # body -> radius [m], at its COM
+
+    @property
+    def ke(self) -> float:
+        """Normal stiffness [N/m]."""
+        return 1000.0 * self.kappa
+
+    @property
+    def kd(self) -> float:
+        """Normal damping [N s/m]: a damping ratio on the sphere's effective mass."""
+        return 2.0 * self.damping_ratio * math.sqrt(self.ke * self.effective_mass)
+
+    @property
+    def kf(self) -> float:
+        """Tangential (regularised friction) slope [N s/m]."""
+        return self.friction_slope_ratio * self.kd
+
+    @property
+    def omega(self) -> float:
+        """Undamped natural frequency of one sphere on its effective mass [rad/s]."""
+        return math.sqrt(self.ke / self.effective_mass)
+
+
+@dataclass
+class ActuationConfig:
+    action_scale: float = 0.25  # [rad] per unit action
+    min_armature: float = 0.01  # [kg m^2]
+    kp_scale: float = 1.0  # multiplies the joint table's kp (1 = Unitree/BeyondMimic gains)
+    kd_scale: float = 1.0  # multiplies the joint table's kd
+
+
+@dataclass
+class TerminationConfig:
+    min_root_height: float = 0.3  # [m]
+    max_tracking_error: float = 0.5  # [m]
+
+
+@dataclass
+class BCGConfig:
+    enabled: bool = True
+    branches: int = 8  # B
+    horizon: int = 2  # H, control steps
+    sigma: float = 0.005  # [m]
+    sigma_v: float = 0.05  # [m/s]
+    trigger_force: float = 50.0  # [N]
+    pool_size: int = 32  # branch worlds
+    antithetic: bool = True
+    seed: int = 0
+
+
+@dataclass
+class SimConfig:
+    device: str = "cpu"
+    variant: str = "29dof"
+    control_hz: float = 50.0
+    sim_dt: float = 0.0005  # [s]
+    max_tape_steps: int = 64
+    solver: SolverConfig = field(default_factory=SolverConfig)
+    contact: ContactConfig = field(default_factory=ContactConfig)
+    actuation: ActuationConfig = field(default_factory=ActuationConfig)
+    termination: TerminationConfig = field(default_factory=TerminationConfig)
+    bcg: BCGConfig = field(default_factory=BCGConfig)
+
+    @property
+    def control_dt(self) -> float:
+        return 1.0 / self.control_hz
+
+    @property
+    def substeps(self) -> int:
+        """Featherstone steps per control step (control_dt / sim_dt, an integer by validate())."""
+        return int(round(self.control_dt / self.sim_dt))
+
+    @property
+    def stable_dt(self) -> float:
+        """Largest substep accepted: the measured bound and the explicit contact spring-damper bound."""
+        return min(self.solver.max_stable_dt, self.solver.stability_safety * 2.0 / self.contact.omega)
+
+    def with_kappa(self, kappa: float) -> SimConfig:
+        """A copy with another contact stiffness (validated)."""
+        return replace(self, contact=replace(self.contact, kappa=float(kappa))).validate()
+
+    def validate(self) -> SimConfig:
+        """Raise ConfigError on any value outside its physical range; returns self for chaining."""
+
+        def need(ok: bool, key: str, msg: str) -> None:
+            if not ok:
+                raise ConfigError(f"sim config: {key}: {msg}")
+
+        c, b = self.contact, self.bcg
+        need(self.variant == "29dof", "variant", f"only '29dof' is simulated, got {self.variant!r}")
+        need(self.control_hz > 0, "control_hz", f"must be > 0, got {self.control_hz}")
+        need(c.kappa > 0, "contact.kappa", f"contact stiffness must be > 0 kN/m, got {c.kappa}")
+        need(c.damping_ratio >= 0, "contact.damping_ratio", f"must be >= 0, got {c.damping_ratio}")
+        need(c.effective_mass > 0, "contact.effective_mass", f"must be > 0 kg, got {c.effective_mass}")
+        need(c.friction_mu >= 0, "contact.friction_mu", f"must be >= 0, got {c.friction_mu}")
+        need(c.friction_slope_ratio >= 0, "contact.friction_slope_ratio", "must be >= 0")
+        for body, r in c.body_spheres.items():
+            need(r > 0, f"contact.body_spheres.{body}", f"radius must be > 0 m, got {r}")
+        need(self.sim_dt > 0, "sim_dt", f"must be > 0 s, got {self.sim_dt}")
+        need(
+            self.sim_dt <= self.stable_dt * (1 + 1e-9),
+            "sim_dt",
+            f"{self.sim_dt * 1e3:.3g} ms is above the stable bound {self.stable_dt * 1e3:.3g} ms "
+            f"(min of solver.max_stable_dt and {self.solver.stability_safety} * 2/omega_contact at "
+            f"kappa={c.kappa} kN/m)",
+        )
+        ratio = self.control_dt / self.sim_dt
+        need(abs(ratio - round(ratio)) < 1e-6, "sim_dt", f"control period {self.control_dt} s is not a "
+             f"whole number of substeps of {self.sim_dt} s")
+        need(self.max_tape_steps >= 1, "max_tape_steps", "must be >= 1")
+        need(self.actuation.min_armature >= 0, "actuation.min_armature", "must be >= 0")
+        need(self.actuation.kp_scale >= 0, "actuation.kp_scale", "must be >= 0")
+        need(self.actuation.kd_scale >= 0, "actuation.kd_scale", "must be >= 0")
+        need(self.termination.min_root_height >= 0, "termination.min_root_height", "must be >= 0")
+        need(self.termination.max_tracking_error > 0, "termination.max_tracking_error", "must be > 0")
+        need(b.branches >= 1, "bcg.branches", f"B must be >= 1, got {b.branches}")
+        need(b.horizon >= 1, "bcg.horizon", f"H must be >= 1 control step, got {b.horizon}")
+        need(b.sigma >= 0, "bcg.sigma", f"perturbation radius must be >= 0 m, got {b.sigma}")
+        need(b.sigma_v >= 0, "bcg.sigma_v", f"perturbation radius must be >= 0 m/s, got {b.sigma_v}")
+        need(b.trigger_force > 0, "bcg.trigger_force", f"must be > 0 N, got {b.trigger_force}")
+        need(b.pool_size >= 0, "bcg.pool_size", f"must be >= 0, got {b.pool_size}")
+        need(not (b.antithetic and b.branches % 2), "bcg.branches",
+             f"antithetic sampling needs an even B, got {b.branches}")
+        return self
+
+
+def sim_config_from_dict(data: dict) -> SimConfig:
+    return from_dict(SimConfig, data, where="sim").validate()
+
+
+def load_sim_config(name_or_path: str | os.PathLike = "sim") -> SimConfig:
+    """config/sim.yaml (or a path) as a validated SimConfig."""
+    return load_config(SimConfig, name_or_path).validate()

@@ -1,0 +1,223 @@
+"""Batched, differentiable G1 environment: reset from reference motions, PD actions, termination, BCG.
+
+    env = G1DiffEnv(load_sim_config(), num_worlds=64)
+    env.reset(motion=bcg_sim.motion.load("run"), frames=torch.randint(0, 100, (64,)))
+    for t in range(horizon):                       # SHAC-style rollout
+        out = env.step(policy(obs(out.state)))      # actions [N, 29]
+        loss = loss + cost(out)
+    loss.backward()                                 # gradients through every control step (and bundles)
+    env.new_rollout()                               # cut the graph, recycle tape buffers, reset BCG stats
+
+Actions are dimensionless: PD target = default joint pos + actuation.action_scale * action [rad].
+Worlds are independent: resetting some leaves the others (and their autograd history) untouched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from bcg_sim.diffsim.bridge import Simulator
+from bcg_sim.diffsim.bundle import BCGStats, Bundler
+from bcg_sim.diffsim.config import SimConfig, load_sim_config
+from bcg_sim.diffsim.model import NUM_JOINTS
+from bcg_sim.diffsim.state import SimState, from_newton, quat_xyzw_to_wxyz, to_newton
+
+_BODY_QUAT = slice(3, 7)  # x y z w within Newton's (p, q) transforms and the free joint's coordinates
+
+
+@dataclass
+class EnvStep:
+    """One control step of N worlds. Differentiable: state, body_*; the rest are plain tensors.
+
+    body_pos_w [N, 30, 3] body origins [m]; body_quat_w [N, 30, 4] w x y z; body_lin_vel_w [N, 30, 3]
+    velocity of each body's COM [m/s]; body_ang_vel_w [N, 30, 3] [rad/s] (all world frame, bodies in
+    `env.body_names` order). foot_force / foot_force_peak [N, 2] sole normal force at the end of / peak
+    over the step [N]; foot_penetration [N, 2] [m]; (left, right). terminated = fell | tracking_failed |
+    non-finite state. touchdown [N, 2]: BCG trigger rule fired; bundled [N]: this step's state is a bundle mean.
+    """
+
+    state: SimState
+    body_pos_w: torch.Tensor
+    body_quat_w: torch.Tensor
+    body_lin_vel_w: torch.Tensor
+    body_ang_vel_w: torch.Tensor
+    foot_force: torch.Tensor
+    foot_force_peak: torch.Tensor
+    foot_penetration: torch.Tensor
+    terminated: torch.Tensor
+    fell: torch.Tensor
+    tracking_failed: torch.Tensor
+    touchdown: torch.Tensor
+    bundled: torch.Tensor
+
+
+def motion_state(motion, frames: torch.Tensor) -> SimState:
+    """bcg SimState of a `bcg_sim.motion.Motion` at integer frames [n]. Missing velocities (a clip not yet
+    completed by bcg_sim.motion.kinematics) are finite differences of the positions."""
+    f = np.asarray(frames.cpu() if isinstance(frames, torch.Tensor) else frames, dtype=int)
+    if f.min() < 0 or f.max() >= motion.num_frames:
+        raise ValueError(f"frames must lie in [0, {motion.num_frames - 1}] for motion {motion.name!r}")
+
+    def vel(x, given):
+        if given is not None:
+            return given
+        return np.gradient(x, 1.0 / motion.fps, axis=0)
+
+    ang = motion.root_ang_vel_w
+    if ang is None:  # omega_w = 2 dq/dt q^-1 (w x y z), finite difference
+        q = motion.root_quat_w
+        dq = np.gradient(q, 1.0 / motion.fps, axis=0)
+        w, v = q[:, :1], -q[:, 1:]
+        dw, dv = dq[:, :1], dq[:, 1:]
+        ang = 2.0 * (w * dv - v * dw + np.cross(dv, v))  # vector part of dq * conj(q)
+    arrays = (motion.root_pos_w, motion.root_quat_w, vel(motion.root_pos_w, motion.root_lin_vel_w), ang,
+              motion.joint_pos, vel(motion.joint_pos, motion.joint_vel))
+    return SimState(*(torch.as_tensor(a[f], dtype=torch.float32) for a in arrays))
+
+
+class G1DiffEnv:
+    """N G1 worlds with Bundled Contact Gradients. See the module docstring for the loop."""
+
+    def __init__(self, cfg: SimConfig | None = None, num_worlds: int = 1):
+        self.cfg = (cfg or load_sim_config()).validate()
+        self.num_worlds = num_worlds
+        self.sim = Simulator(self.cfg, num_worlds)
+        self.device = self.sim.torch_device
+        self.body_names = list(self.sim.m.body_names)
+        self.joint_names = list(self.sim.m.joint_names)
+        self.root_com_b = torch.as_tensor(self.sim.m.root_com_b, dtype=torch.float32, device=self.device)
+        self.default_joint_pos = torch.as_tensor(self.sim.m.default_joint_q[7:], dtype=torch.float32,
+                                                 device=self.device)
+        self.joint_q, self.joint_qd = self.sim.default_state()  # Newton layout [N, 36], [N, 35]
+        self._prev_foot_force = torch.full((num_worlds, 2), float("inf"), device=self.device)
+        self._motion = None
+        self._ref_root_pos: torch.Tensor | None = None  # [T, 3]
+        self._ref_time = torch.zeros(num_worlds, device=self.device)  # seconds into the clip per world
+        self._has_ref = torch.zeros(num_worlds, dtype=torch.bool, device=self.device)
+        b = self.cfg.bcg
+        self.pool: Simulator | None = None
+        self.bundler: Bundler | None = None
+        if b.enabled and b.pool_size > 0:
+            self.pool = Simulator(self.cfg, b.pool_size)
+            q0, qd0 = self.pool.default_state()
+            self.bundler = Bundler(
+                b, self._step_pool, idle_q=q0[0], idle_qd=qd0[0], idle_target=self.default_joint_pos,
+                quat_slices=(_BODY_QUAT, None, _BODY_QUAT, None))
+
+    # ------------------------------------------------------------------ state
+    @property
+    def state(self) -> SimState:
+        return from_newton(self.joint_q, self.joint_qd, self.root_com_b)
+
+    def bcg_stats(self) -> BCGStats:
+        return self.bundler.stats if self.bundler is not None else BCGStats()
+
+    def new_rollout(self) -> None:
+        """Detach the state from the graph, recycle tape buffers and restart BCG statistics. Call after
+        backward (or when starting a new horizon)."""
+        self.joint_q, self.joint_qd = self.joint_q.detach(), self.joint_qd.detach()
+        self.sim.new_rollout()
+        if self.pool is not None:
+            self.pool.new_rollout()
+        if self.bundler is not None:
+            self.bundler.clear()
+            self.bundler.reset_stats()
+
+    def _ids(self, env_ids) -> torch.Tensor:
+        if env_ids is None:
+            return torch.arange(self.num_worlds, device=self.device)
+        ids = torch.as_tensor(env_ids, dtype=torch.long, device=self.device).reshape(-1)
+        if ids.numel() and (ids.min() < 0 or ids.max() >= self.num_worlds):
+            raise IndexError(f"env_ids out of range [0, {self.num_worlds})")
+        return ids
+
+    def reset(self, env_ids=None, *, motion=None, frames=None, state: SimState | None = None) -> None:
+        """Reset worlds `env_ids` (default all) to `state`, to reference `motion` at `frames` ([n] ints;
+        default 0), or to the default standing pose. Other worlds are untouched. With a motion, later steps
+        check the pelvis against the clip (termination.max_tracking_error); the env tracks one clip at a time."""
+        ids = self._ids(env_ids)
+        n = ids.numel()
+        if motion is not None:
+            if frames is None:
+                frames = torch.zeros(n, dtype=torch.long)
+            frames = torch.as_tensor(frames).reshape(-1)
+            if frames.numel() != n:
+                raise ValueError(f"reset: {frames.numel()} frames for {n} worlds")
+            state = motion_state(motion, frames)
+            if self._motion is not motion:
+                self._motion = motion
+                self._ref_root_pos = torch.as_tensor(motion.root_pos_w, dtype=torch.float32, device=self.device)
+                self._has_ref[:] = False
+            self._ref_time[ids] = frames.to(self.device, torch.float32) / float(motion.fps)
+            self._has_ref[ids] = True
+        else:
+            self._has_ref[ids] = False
+        if state is None:
+            q, qd = self.sim.default_state()
+            q, qd = q[ids], qd[ids]
+        else:
+            if state.num_worlds != n:
+                raise ValueError(f"reset: state has {state.num_worlds} worlds, env_ids {n}")
+            state = SimState(*(t.to(self.device, torch.float32) for t in state.detach().as_tuple()))
+            q, qd = to_newton(state, self.root_com_b)
+        self.joint_q = self.joint_q.index_put((ids,), q.detach())
+        self.joint_qd = self.joint_qd.index_put((ids,), qd.detach())
+        # right after a reset the feet count as loaded: a touchdown needs an unloaded step first
+        self._prev_foot_force[ids] = float("inf")
+        if self.bundler is not None:
+            self.bundler.cancel(ids.tolist())
+
+    # ------------------------------------------------------------------ step
+    def _step_pool(self, target, q, qd):
+        o = self.pool.step(target, q, qd)
+        return o.joint_q, o.joint_qd, o.body_q, o.body_qd
+
+    def step(self, actions: torch.Tensor) -> EnvStep:
+        """Apply actions [N, 29] for one control period (cfg.substeps substeps)."""
+        if tuple(actions.shape) != (self.num_worlds, NUM_JOINTS):
+            raise ValueError(f"actions must be [{self.num_worlds}, {NUM_JOINTS}], got {tuple(actions.shape)}")
+        target = self.default_joint_pos + self.cfg.actuation.action_scale * actions
+        q_in, qd_in = self.joint_q, self.joint_qd
+        o = self.sim.step(target, q_in, qd_in)
+        outs = (o.joint_q, o.joint_qd, o.body_q, o.body_qd)
+
+        touchdown = (o.foot_force_peak > self.cfg.bcg.trigger_force) & \
+                    (self._prev_foot_force <= self.cfg.bcg.trigger_force)
+        self._prev_foot_force = o.foot_force
+        bundled = torch.zeros(self.num_worlds, dtype=torch.bool, device=self.device)
+        if self.bundler is not None:
+            for w, f in touchdown.nonzero().tolist():
+                self.bundler.trigger(w, f, q_in[w], qd_in[w])
+            outs, merged = self.bundler.step_and_merge(target, outs)
+            bundled[merged] = True
+        self.joint_q, self.joint_qd, body_q, body_qd = outs
+
+        state = from_newton(self.joint_q, self.joint_qd, self.root_com_b)
+        with torch.no_grad():
+            finite = torch.isfinite(self.joint_q).all(-1) & torch.isfinite(self.joint_qd).all(-1)
+            fell = state.root_pos_w[:, 2] < self.cfg.termination.min_root_height
+            self._ref_time += self.cfg.control_dt
+            tracking_failed = torch.zeros_like(fell)
+            if self._ref_root_pos is not None and self._has_ref.any():
+                T = self._ref_root_pos.shape[0]
+                frame = torch.clamp(torch.round(self._ref_time * float(self._motion.fps)).long(), 0, T - 1)
+                err = (state.root_pos_w - self._ref_root_pos[frame]).norm(dim=-1)
+                tracking_failed = self._has_ref & (err > self.cfg.termination.max_tracking_error)
+        return EnvStep(
+            state=state,
+            body_pos_w=body_q[..., 0:3],
+            body_quat_w=quat_xyzw_to_wxyz(body_q[..., 3:7]),
+            body_lin_vel_w=body_qd[..., 0:3],
+            body_ang_vel_w=body_qd[..., 3:6],
+            foot_force=o.foot_force,
+            foot_force_peak=o.foot_force_peak,
+            foot_penetration=o.foot_penetration,
+            terminated=fell | tracking_failed | ~finite,
+            fell=fell,
+            tracking_failed=tracking_failed,
+            touchdown=touchdown,
+            bundled=bundled,
+        )
