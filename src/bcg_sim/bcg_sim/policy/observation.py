@@ -200,7 +200,7 @@ def build_observation(robot_state: RobotStateLike, reference_window: ReferenceWi
                      _like(contract.default_joint_pos, ref_t))
     parts = []
     for item in contract.observation.layout:
-        size_fn, fn = FEATURES[item.name]
+        _, fn = FEATURES[item.name]
         x = fn(inputs)
         if x.shape[-1] != item.size:
             raise ValueError(f"observation feature {item.name} has size {x.shape[-1]}, layout says {item.size}")
