@@ -19,10 +19,12 @@ from bcg_policy_node.safety import (  # noqa: E402
 from bcg_policy_node.state_machine import Event, Mode, StateMachine  # noqa: E402
 
 DEFAULT = np.linspace(-0.3, 0.3, 29)
+STAND_KP, STAND_KD = np.full(29, 300.0), np.full(29, 5.0)
 
 
 def _sm(log):
-    return StateMachine(DEFAULT, np.full(29, 40.0), np.full(29, 2.0), move_duration_s=2.0, on_transition=log.append)
+    return StateMachine(DEFAULT, np.full(29, 40.0), np.full(29, 2.0), STAND_KP, STAND_KD, move_duration_s=2.0,
+                        on_transition=log.append)
 
 
 def test_sequence_and_latched_damping():
@@ -36,11 +38,14 @@ def test_sequence_and_latched_damping():
     assert sm.handle(1.0, Event.START, "test", q0)
     t = sm.targets(1.0)
     np.testing.assert_allclose(t.q, q0)  # the move starts at the measured pose
+    np.testing.assert_allclose(t.kp, STAND_KP)  # bring-up gains until the policy runs
     np.testing.assert_allclose(sm.targets(2.0).q, q0 - 0.25)  # halfway (smoothstep(0.5) = 0.5)
     assert sm.targets(3.0).kind == "pd" and sm.mode == Mode.HOLD
     np.testing.assert_allclose(sm.targets(3.1).q, DEFAULT)
     assert sm.handle(3.2, Event.START, "test", DEFAULT) and sm.mode == Mode.RUN
-    np.testing.assert_allclose(sm.targets(3.3, policy_q=DEFAULT + 0.1).q, DEFAULT + 0.1)
+    run = sm.targets(3.3, policy_q=DEFAULT + 0.1)
+    np.testing.assert_allclose(run.q, DEFAULT + 0.1)
+    np.testing.assert_allclose(run.kp, 40.0)  # the policy's own gains in RUN
     sm.fault(3.4, "torso tilt")
     assert sm.mode == Mode.DAMPING and sm.targets(3.5).kind == "damp" and sm.last_fault == "torso tilt"
     assert not sm.handle(3.6, Event.START, "test", DEFAULT)  # latched

@@ -43,7 +43,7 @@ from bcg_policy_node import lowlevel as ll
 from bcg_policy_node.policy_runner import PolicyFault, PolicyRunner
 from bcg_policy_node.safety import SafetyLimits, check_joint_limits, check_stale, check_tilt
 from bcg_policy_node.state_machine import ACTIVE, Event, Mode, StateMachine, Transition
-from bcg_sim.g1.joints import joint_names
+from bcg_sim.g1.joints import joint_names, stand_gains
 from bcg_sim.policy import load_policy, projected_gravity
 
 PARAMS: dict[str, Any] = {  # name -> default; config/policy_node.yaml documents each
@@ -132,7 +132,9 @@ class PolicyNode(Node):
         self.decimation = self._decimation(c.control_dt)
         self.limits = SafetyLimits.from_params(self.p["stale_timeout_s"], self.p["max_tilt_rad"],
                                                self.p["joint_limit_margin_rad"])
+        stand_kp, stand_kd = stand_gains("29dof")
         self.sm = StateMachine(np.array(c.default_joint_pos), np.array(c.kp), np.array(c.kd),
+                               np.array(stand_kp), np.array(stand_kd),
                                self.p["move_to_default_s"], on_transition=self._on_transition)
         self.remote = RemoteMapper({e: list(self.p[f"remote_{e.value}"]) for e in Event})
         self.stats = LoopStats(1.0 / self.p["cmd_rate_hz"])

@@ -71,8 +71,10 @@ def smoothstep(x: float) -> float:
 @dataclass
 class StateMachine:
     default_q: np.ndarray  # [29] rad, the contract's default pose
-    kp: np.ndarray  # [29] PD gains used in MOVE_TO_DEFAULT, HOLD, RUN
-    kd: np.ndarray
+    kp: np.ndarray  # [29] N m/rad, the policy's PD gains (RUN)
+    kd: np.ndarray  # [29] N m s/rad
+    stand_kp: np.ndarray  # [29] bring-up gains for MOVE_TO_DEFAULT and HOLD (bcg_sim.g1.stand_gains):
+    stand_kd: np.ndarray  # the policy's gains are too soft to hold the robot up without a policy balancing it
     move_duration_s: float
     on_transition: Callable[[Transition], None] = lambda t: None
     mode: Mode = Mode.WAIT
@@ -133,9 +135,9 @@ class StateMachine:
             q = self._move_from + (self.default_q - self._move_from) * s
             if s >= 1.0:
                 self.go(now, Mode.HOLD, f"reached the default pose after {now - self.since:.2f} s")
-            return Targets("pd", q, self.kp, self.kd)
+            return Targets("pd", q, self.stand_kp, self.stand_kd)
         if m == Mode.HOLD:
-            return Targets("pd", self.default_q, self.kp, self.kd)
+            return Targets("pd", self.default_q, self.stand_kp, self.stand_kd)
         if policy_q is None:
             raise RuntimeError("RUN without policy targets")
         return Targets("pd", policy_q, self.kp, self.kd)

@@ -29,7 +29,8 @@ def export_hold(out_dir: str, formats=("onnx", "torchscript"), ref_horizon: int 
     from bcg_sim.policy.contract import default_contract
     from bcg_sim.policy.artifact import export_policy
 
-    contract = default_contract(ref_horizon=ref_horizon, reference_name="stand")
+    # Stand gains: a zero action leaves nothing to balance the robot, so the PD itself must hold it up.
+    contract = default_contract(ref_horizon=ref_horizon, reference_name="stand", gains="stand")
     contract.description = "hold the default pose (zero action); bring-up policy, not trained"
     return export_policy(hold_module(contract.n_obs), contract, out_dir, formats)
 

@@ -20,7 +20,7 @@ import numpy as np
 import yaml
 
 from bcg_sim.config import ConfigError, from_dict
-from bcg_sim.g1.joints import JOINTS_29, MOTORS
+from bcg_sim.g1.joints import JOINTS_29, MOTORS, stand_gains
 from bcg_sim.policy.observation import STANDARD_LAYOUT, _is_torch, _like, feature_size
 
 FORMAT = "bcg_policy"
@@ -186,22 +186,31 @@ def load_defaults() -> dict[str, Any]:
 
 
 def default_contract(ref_horizon: int | None = None, control_dt: float | None = None,
-                     layout: tuple[str, ...] = STANDARD_LAYOUT, reference_name: str = "stand") -> PolicyContract:
+                     layout: tuple[str, ...] = STANDARD_LAYOUT, reference_name: str = "stand",
+                     gains: str = "policy") -> PolicyContract:
     """A contract from the G1 joint table and defaults.yaml: identity normalization (mean 0, std 1),
-    gains of bcg_sim.g1.joints, action_scale = action_scale_factor * effort_limit / kp (BeyondMimic)."""
+    action_scale = action_scale_factor * effort_limit / kp_motor (BeyondMimic). `gains`: "policy" = the
+    motors' gains (bcg_sim.g1.joints.MOTORS, for trained policies that balance), "stand" = the bring-up
+    gains (bcg_sim.g1.stand_gains) with which a zero-action policy holds the robot up."""
     d = load_defaults()
     k = int(d["ref_horizon"] if ref_horizon is None else ref_horizon)
     motors = [MOTORS[j.motor] for j in JOINTS_29]
-    kp = [m.kp for m in motors]
+    motor_kp = [m.kp for m in motors]
+    if gains == "policy":
+        kp, kd = motor_kp, [m.kd for m in motors]
+    elif gains == "stand":
+        kp, kd = stand_gains("29dof")
+    else:
+        raise ValueError(f"gains must be 'policy' or 'stand', got {gains!r}")
     layout_slices = [ObsSlice(n, feature_size(n, k)) for n in layout]
     n = sum(s.size for s in layout_slices)
     c = PolicyContract(
         joint_names=[j.mjcf_name for j in JOINTS_29],
         default_joint_pos=[j.default for j in JOINTS_29],
-        kp=kp,
-        kd=[m.kd for m in motors],
+        kp=list(kp),
+        kd=list(kd),
         effort_limit=[m.effort_limit for m in motors],
-        action_scale=[float(d["action_scale_factor"]) * m.effort_limit / p for m, p in zip(motors, kp)],
+        action_scale=[float(d["action_scale_factor"]) * m.effort_limit / p for m, p in zip(motors, motor_kp)],
         control_dt=float(d["control_dt"] if control_dt is None else control_dt),
         observation=ObservationSpec(k, layout_slices, [0.0] * n, [1.0] * n, float(d["obs_clip"])),
         reference=ReferenceSpec(reference_name),
