@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     h = sub.add_parser("export-hold", help="export the hold-default-pose policy")
     h.add_argument("-o", "--out", required=True, help="artifact folder to write")
     h.add_argument("--formats", nargs="+", default=["onnx", "torchscript"], choices=["onnx", "torchscript"])
-    h.add_argument("--ref-horizon", type=int, default=None, help="K (default: defaults.yaml)")
+    h.add_argument("--ref-horizon", type=int, default=None, help="K (default: config/policy_contract.yaml)")
     i = sub.add_parser("info", help="summarize and time an artifact")
     i.add_argument("path")
     i.add_argument("--runtime", default="auto", choices=["auto", "onnx", "torchscript"])

@@ -19,14 +19,14 @@ from typing import Any
 import numpy as np
 import yaml
 
-from bcg_sim.config import ConfigError, from_dict
+from bcg_sim.config import ConfigError, from_dict, load_yaml
 from bcg_sim.g1.joints import JOINTS_29, MOTORS, stand_gains
 from bcg_sim.policy.observation import STANDARD_LAYOUT, _is_torch, _like, feature_size
 
 FORMAT = "bcg_policy"
 METADATA_VERSION = 1
 NUM_JOINTS = 29
-DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
+DEFAULTS_FILE = "policy_contract.yaml"  # in config/ (bcg_sim.config.config_dir)
 
 
 class PolicyContractError(ValueError):
@@ -180,15 +180,14 @@ class PolicyContract:
 
 
 def load_defaults() -> dict[str, Any]:
-    """The contract defaults (defaults.yaml next to this module): K, action scale factor, control dt..."""
-    with open(DEFAULTS_FILE) as f:
-        return yaml.safe_load(f)
+    """The contract defaults (config/policy_contract.yaml): K, action scale factor, control dt..."""
+    return load_yaml(DEFAULTS_FILE)
 
 
 def default_contract(ref_horizon: int | None = None, control_dt: float | None = None,
                      layout: tuple[str, ...] = STANDARD_LAYOUT, reference_name: str = "stand",
                      gains: str = "policy") -> PolicyContract:
-    """A contract from the G1 joint table and defaults.yaml: identity normalization (mean 0, std 1),
+    """A contract from the G1 joint table and config/policy_contract.yaml: identity normalization (mean 0, std 1),
     action_scale = action_scale_factor * effort_limit / kp_motor (BeyondMimic). `gains`: "policy" = the
     motors' gains (bcg_sim.g1.joints.MOTORS, for trained policies that balance), "stand" = the bring-up
     gains (bcg_sim.g1.stand_gains) with which a zero-action policy holds the robot up."""
