@@ -4,8 +4,9 @@
     ros2 launch g1_bringup deploy.launch.py policy:=/path/to/artifact sim:=true rviz:=false # MuJoCo
 
 Arguments: policy (artifact folder), sim (true|false), rviz (true|false), domain_id, network_interface
-(robot mode: the NIC wired to the G1, e.g. enp3s0), realtime (sim mode: false = as fast as possible on
-/clock), record (rosbag2 output folder; empty = no recording).
+(robot mode: the NIC wired to the G1, e.g. enp3s0), record (rosbag2 output folder; empty = no recording).
+The bridge runs in real time here (the policy node's control loop runs on the wall clock); lockstep
+"as fast as possible" sim2sim is `bcg-sim2sim --fast`, which steps both nodes in one process.
 
 Nodes: policy_node (config/policy_node.yaml), mujoco_bridge (sim only; config/mujoco_bridge.yaml),
 robot_state_publisher (URDF from bcg_sim.g1.to_urdf()), rviz2 (config/g1.rviz), optionally `ros2 bag record`.
@@ -39,7 +40,6 @@ ARGUMENTS = {
     "rviz": ("true", "start rviz2 with config/g1.rviz"),
     "domain_id": ("0", "ROS_DOMAIN_ID (the G1's onboard software uses 0)"),
     "network_interface": ("", "robot mode: network interface wired to the G1 (e.g. enp3s0); empty = all"),
-    "realtime": ("true", "sim mode: false runs the bridge as fast as possible and the nodes on /clock"),
     "record": ("", "rosbag2 (MCAP) output folder for the deploy topics; empty = no recording"),
 }
 
@@ -108,29 +108,21 @@ def _robot_description(_context: LaunchContext) -> list:
 
     return [Node(package="robot_state_publisher", executable="robot_state_publisher",
                  name="robot_state_publisher", output="screen",
-                 parameters=[{"robot_description": to_urdf("29dof"),
-                              "use_sim_time": _use_sim_time(_context)}])]
-
-
-def _use_sim_time(context: LaunchContext) -> bool:
-    sim = context.perform_substitution(LaunchConfiguration("sim")).lower() == "true"
-    realtime = context.perform_substitution(LaunchConfiguration("realtime")).lower() == "true"
-    return sim and not realtime
+                 parameters=[{"robot_description": to_urdf("29dof")}])]
 
 
 def _nodes(context: LaunchContext) -> list:
     sim = context.perform_substitution(LaunchConfiguration("sim")).lower() == "true"
-    realtime = context.perform_substitution(LaunchConfiguration("realtime")).lower() == "true"
     policy = context.perform_substitution(LaunchConfiguration("policy"))
     if not policy:
         raise RuntimeError("deploy.launch.py: policy:=<artifact folder> is required")
-    sim_time = {"use_sim_time": sim and not realtime}
     actions = [Node(package="bcg_policy_node", executable="policy_node", name="policy_node", output="screen",
-                    parameters=[config_file("policy_node.yaml"), {"policy": policy}, sim_time])]
+                    parameters=[config_file("policy_node.yaml"), {"policy_path": os.path.abspath(policy)}])]
     if sim:
+        # Real time: the policy node's control loop runs on the wall clock, so the bridge must too.
         actions.append(Node(package="bcg_policy_node", executable="mujoco_bridge", name="mujoco_bridge",
                             output="screen",
-                            parameters=[config_file("mujoco_bridge.yaml"), {"realtime": realtime}]))
+                            parameters=[config_file("mujoco_bridge.yaml"), {"realtime": True}]))
     record = context.perform_substitution(LaunchConfiguration("record"))
     if record:
         actions.append(ExecuteProcess(cmd=["ros2", "bag", "record", "-s", "mcap", "-o", record, *RECORD_TOPICS],

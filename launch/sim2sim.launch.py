@@ -1,10 +1,11 @@
 """sim2sim: the policy node against the MuJoCo bridge (deploy.launch.py with sim:=true).
 
-    ros2 launch g1_bringup sim2sim.launch.py policy:=/path/to/artifact [rviz:=false] [realtime:=false]
-                                             [record:=/tmp/run1] [domain_id:=7]
+    ros2 launch g1_bringup sim2sim.launch.py policy:=/path/to/artifact [rviz:=false] [record:=/tmp/run1]
+                                             [domain_id:=7]
 
-Same nodes and parameter files as the robot deployment; only the robot is swapped for the bridge. Needs a
-full ROS 2 install; with pip-only rclpy run `bcg-sim2sim --policy DIR` (one process, same YAML files).
+Same nodes and parameter files as the robot deployment; only the robot is swapped for the bridge, which
+runs in real time. Needs a full ROS 2 install; with pip-only rclpy run `bcg-sim2sim --policy DIR` (one
+process, same YAML files; --fast for lockstep as fast as possible).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from launch.substitutions import LaunchConfiguration
 ARGUMENTS = {
     "policy": ("", "policy artifact folder (policy.yaml + network)"),
     "rviz": ("true", "start rviz2 with config/g1.rviz"),
-    "realtime": ("true", "false: bridge as fast as possible, nodes on /clock"),
     "domain_id": ("0", "ROS_DOMAIN_ID; pick a free one to keep the sim off a robot's network"),
     "record": ("", "rosbag2 (MCAP) output folder; empty = no recording"),
 }

@@ -67,6 +67,20 @@ def _console_scripts() -> dict[str, set[str]]:
     return out
 
 
+def _check_parameter_overrides(node: ast.Call) -> None:
+    """Keys of dict literals in a bcg node's `parameters=[...]` must be parameters of its YAML file."""
+    name = _kw(node, "name")
+    yaml_path = CONFIG / f"{name}.yaml"
+    params = [k.value for k in node.keywords if k.arg == "parameters"]
+    if not params or not yaml_path.is_file():
+        return
+    known = set(yaml.safe_load(yaml_path.read_text())[name]["ros__parameters"])
+    for item in params[0].elts:
+        if isinstance(item, ast.Dict):
+            keys = {ast.literal_eval(k) for k in item.keys}
+            assert keys <= known, f"{name}: unknown parameter(s) {keys - known} (config/{name}.yaml)"
+
+
 def _exec_depends() -> set[str]:
     root = ET.parse(REPO / "src" / "g1_bringup" / "package.xml").getroot()
     return {e.text for e in root.findall("exec_depend")}
@@ -89,6 +103,7 @@ def test_launch_file_compiles_and_references_exist(name):
             assert exe in scripts[pkg], f"{pkg} has no executable {exe!r}; it has {sorted(scripts[pkg])}"
         else:
             assert pkg in external, f"{pkg} is neither a bcg package nor an exec_depend of g1_bringup"
+        _check_parameter_overrides(node)
     for call in _calls(tree, "config_file"):
         f = ast.literal_eval(call.args[0])
         assert (CONFIG / f).is_file(), f"{name} opens config/{f}, which does not exist"
