@@ -1,11 +1,10 @@
 """sim2sim end to end: `bcg-sim2sim` (MuJoCo bridge + policy node + bag recorder, one process, real DDS)
-runs an exported policy through the remote-start sequence, the G1 stays up (ground-truth pelvis height),
+runs the bring-up hold artifact through the remote-start sequence, the G1 stays up (ground-truth pelvis height),
 and `bcg-replay --check-policy` re-runs the policy on the recorded bag: same artifact -> OK, another
 policy -> non-zero exit."""
 
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
 
@@ -20,10 +19,9 @@ from ros_helpers import REPO, isolated_domain  # noqa: E402
 
 from bcg_policy_node.bags import bag_topics, deserialize, read_bag  # noqa: E402
 from bcg_sim.policy import default_contract, export_policy  # noqa: E402
-from bcg_sim.policy.cli import hold_module  # noqa: E402
+from bcg_sim.policy.cli import export_hold  # noqa: E402
 
 SIM_S = 5.0
-STIFFNESS = 8.0  # the joint-table gains alone let a zero-action stand fold in ~1.5 s (see mujoco_bridge.yaml)
 
 
 class ConstantAction(torch.nn.Module):
@@ -31,19 +29,17 @@ class ConstantAction(torch.nn.Module):
         return obs[:, :1] * 0.0 + 0.2 * torch.ones(1, 29, dtype=obs.dtype)
 
 
-def _export(module_fn, out, stiff: bool):
-    c = default_contract(reference_name="stand")
-    if stiff:
-        c.kp = [k * STIFFNESS for k in c.kp]
-        c.kd = [k * math.sqrt(STIFFNESS) for k in c.kd]
-    return export_policy(module_fn(c.n_obs), c, out, ("onnx",))
+def _export_constant(out):
+    """Same contract as the hold artifact (stand gains), another network: a different policy."""
+    c = default_contract(reference_name="stand", gains="stand")
+    return export_policy(ConstantAction(), c, out, ("onnx",))
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     isolated_domain()
     d = tmp_path_factory.mktemp("sim2sim")
-    hold = _export(hold_module, d / "hold", stiff=True)
+    hold = export_hold(str(d / "hold"), ("onnx",))  # what `bcg-policy export-hold` writes
     bag = d / "bag"
     r = subprocess.run([sys.executable, "-m", "bcg_policy_node.sim2sim", "--policy", str(hold), "--duration",
                         str(SIM_S), "--fast", "--start", "--record", str(bag)],
@@ -70,7 +66,7 @@ def test_check_policy_on_recorded_bag(run):
                         capture_output=True, text=True, timeout=120, cwd=REPO)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "OK" in ok.stdout and "max 0.000e+00 rad" in ok.stdout
-    other = _export(lambda n: ConstantAction(), d / "const", stiff=True)
+    other = _export_constant(d / "const")
     bad = subprocess.run([sys.executable, "-m", "bcg_policy_node.replay", str(bag), "--check-policy", str(other)],
                          capture_output=True, text=True, timeout=120, cwd=REPO)
     assert bad.returncode == 1 and "MISMATCH" in bad.stdout, bad.stdout + bad.stderr
