@@ -15,9 +15,7 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 import yaml

@@ -79,7 +79,7 @@ class BridgeConfig:
     ground_truth_bodies: list[str]  # body names for /sim/body_poses; ["*"] = every body but the world
     remote_press_s: float  # [s] how long /sim/press and the press services hold a button
     bad_crc_log_period_s: float  # [s] at most one bad-CRC warning per period (the count is reported)
-    max_catchup_steps: int  # real time: most physics steps per timer callback when the process lags
+    max_catchup_steps: int  # real time: most LowState periods stepped per timer callback when lagging
     seed: int  # noise seed
 
     def __post_init__(self) -> None:
