@@ -113,8 +113,11 @@ def test_bundling_a_linear_system_returns_the_unperturbed_mean():
     def step(target, q, qd):
         return q @ A_q.T + target @ Bq, qd @ A_v.T
 
+    def step_chunk(chunk, target, q, qd):
+        return step(target, q, qd)
+
     cfg = dc.replace(load_sim_config().bcg, branches=6, horizon=3, sigma=0.3, sigma_v=0.7, pool_size=6, antithetic=True)
-    bundler = Bundler(cfg, step, torch.zeros(dq), torch.zeros(dv), torch.zeros(nj), quat_slices=(None, None))
+    bundler = Bundler(cfg, step_chunk, quat_slices=(None, None))
     q, qd = torch.randn(2, dq, generator=g, dtype=torch.float32), torch.randn(2, dv, generator=g)
     targets = [torch.randn(2, nj, generator=g) for _ in range(cfg.horizon)]
     assert bundler.trigger(0, 0, q[0], qd[0])

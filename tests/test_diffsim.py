@@ -46,12 +46,13 @@ def test_config_file_loads_and_derives_contact_law():
     ({"bcg": {"sigma": -0.01}}, "bcg.sigma"),
     ({"bcg": {"sigma_v": -1.0}}, "bcg.sigma_v"),
     ({"bcg": {"horizon": 0}}, "bcg.horizon"),
-    ({"bcg": {"branches": 3, "antithetic": True}}, "bcg.branches"),
+    ({"bcg": {"branches": 3, "antithetic": True, "pool_size": 9}}, "bcg.branches"),
     ({"contact": {"kappa": 0.0}}, "contact.kappa"),
     ({"contact": {"kappa": -50.0}}, "contact.kappa"),
     ({"sim_dt": 0.001}, "sim_dt"),  # above the stable bound
     ({"sim_dt": 0.0003}, "sim_dt"),  # 20 ms is not a whole number of 0.3 ms substeps
     ({"bcg": {"pool": 3}}, "pool"),  # unknown key
+    ({"bcg": {"branches": 4, "pool_size": 6}}, "bcg.pool_size"),
 ])
 def test_bad_config_raises_clear_error(patch, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):

@@ -5,8 +5,8 @@ over the step's substeps exceeds `bcg.trigger_force` while its normal force at t
 did not (contact onset). The world must not already be running a bundle (then it is counted `busy`).
 
 On a touchdown in step t of world i (foot f):
-1. B branch copies of world i's state *at the start of step t* (before the impact) are written into free
-   slots of a preallocated pool of branch worlds (its own `Simulator`). If fewer than B slots are free the
+1. B branch copies of world i's state *at the start of step t* (before the impact) take a free chunk of the
+   preallocated branch pool (pool_size // B simulators of B worlds, built once). If no chunk is free the
    trigger is counted as `overflow` and world i simply continues unbundled.
 2. Each copy is perturbed: the foot point is displaced by dp ~ U(ball of radius sigma) [m] and its velocity by
    dv ~ U(ball of radius sigma_v) [m/s]. Mapping to generalized coordinates: the displacement is applied to
@@ -159,36 +159,36 @@ class BCGStats:
 class _Bundle:
     world: int
     foot: int
-    slots: list[int]
+    chunk: int  # index of the B-world branch simulator it occupies
+    q: torch.Tensor  # [B, Dq] branch states (graph-connected)
+    qd: torch.Tensor  # [B, Dv]
     steps_done: int = 0
 
 
-# Pool stepper: (target [P, J], q [P, Dq], qd [P, Dv]) -> tuple of outputs [P, ...]; outputs[0] and
+# Branch stepper: (chunk, target [B, J], q [B, Dq], qd [B, Dv]) -> tuple of outputs [B, ...]; outputs[0] and
 # outputs[1] are the next (q, qd); further outputs (e.g. body poses) are averaged too.
-Stepper = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]
+Stepper = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]
 
 
 class Bundler:
-    """Branch pool bookkeeping and averaging for BCG over any stepper with Newton-style state layout.
+    """Branch-pool bookkeeping and averaging for BCG over any stepper with Newton-style state layout.
 
-    quat_slices[k] is the x y z w slice of output k (None: all linear); `root_lin_vel` is the slice of qd
-    that holds the base's linear velocity and `root_pos` that of q holding its position.
+    The pool of `cfg.pool_size` branch worlds is split into pool_size // B chunks of B worlds (one
+    preallocated simulator each), so a control step only simulates the chunks in use. quat_slices[k] is the
+    x y z w slice of output k (None: all linear); `root_pos` / `root_lin_vel` are the slices of q / qd
+    holding the base position and linear velocity.
     """
 
-    def __init__(self, cfg: BCGConfig, step_pool: Stepper, idle_q: torch.Tensor, idle_qd: torch.Tensor,
-                 idle_target: torch.Tensor, quat_slices: tuple[slice | None, ...],
+    def __init__(self, cfg: BCGConfig, step_chunk: Stepper, quat_slices: tuple[slice | None, ...],
                  root_pos: slice = slice(0, 3), root_lin_vel: slice = slice(0, 3)):
         self.cfg = cfg
-        self.step_pool = step_pool
-        self.pool_size = cfg.pool_size
-        self.idle_q, self.idle_qd, self.idle_target = idle_q, idle_qd, idle_target  # [Dq], [Dv], [J]
+        self.step_chunk = step_chunk
+        self.num_chunks = cfg.pool_size // cfg.branches
         self.quat_slices = quat_slices
         self.root_pos, self.root_lin_vel = root_pos, root_lin_vel
         self.gen = torch.Generator().manual_seed(cfg.seed)
-        self.free = list(range(self.pool_size))
+        self.free = list(range(self.num_chunks))
         self.bundles: dict[int, _Bundle] = {}
-        self.branch_q: dict[int, torch.Tensor] = {}  # slot -> [Dq]
-        self.branch_qd: dict[int, torch.Tensor] = {}
         self.stats = BCGStats()
 
     def reset_stats(self) -> None:
@@ -198,7 +198,7 @@ class Bundler:
         return set(self.bundles)
 
     def cancel(self, worlds) -> None:
-        """Drop the bundles of these worlds (e.g. on reset) and free their slots."""
+        """Drop the bundles of these worlds (e.g. on reset) and free their chunks."""
         for w in list(worlds):
             b = self.bundles.pop(int(w), None)
             if b is not None:
@@ -212,10 +212,7 @@ class Bundler:
         self.bundles.clear()
 
     def _release(self, b: _Bundle) -> None:
-        for s in b.slots:
-            self.branch_q.pop(s, None)
-            self.branch_qd.pop(s, None)
-        self.free.extend(b.slots)
+        self.free.append(b.chunk)
         self.free.sort()
 
     def trigger(self, world: int, foot: int, q_start: torch.Tensor, qd_start: torch.Tensor) -> bool:
@@ -227,70 +224,53 @@ class Bundler:
         if world in self.bundles:
             st.busy += 1
             return False
-        if len(self.free) < B:
+        if not self.free:
             st.overflow += 1
             return False
-        slots, self.free = self.free[:B], self.free[B:]
+        chunk = self.free.pop(0)
         dp = sample_ball(B, 3, self.cfg.sigma, self.gen, self.cfg.antithetic, q_start.device)
         dv = sample_ball(B, 3, self.cfg.sigma_v, self.gen, self.cfg.antithetic, q_start.device)
-        for k, s in enumerate(slots):
-            q = q_start.clone()
-            qd = qd_start.clone()
-            q[self.root_pos] = q_start[self.root_pos] + dp[k]
-            qd[self.root_lin_vel] = qd_start[self.root_lin_vel] + dv[k]
-            self.branch_q[s], self.branch_qd[s] = q, qd
-        self.bundles[world] = _Bundle(world, foot, slots)
+        q = q_start.expand(B, -1).clone()
+        qd = qd_start.expand(B, -1).clone()
+        q[:, self.root_pos] = q_start[self.root_pos] + dp
+        qd[:, self.root_lin_vel] = qd_start[self.root_lin_vel] + dv
+        self.bundles[world] = _Bundle(world, foot, chunk, q, qd)
         st.bundles_started += 1
         return True
 
     def step_and_merge(self, target: torch.Tensor, main_out: tuple[torch.Tensor, ...]
                        ) -> tuple[tuple[torch.Tensor, ...], list[int]]:
-        """Run every active branch one control step with its world's PD target (target [N, J]), then
-        replace the outputs of worlds whose bundle reached H steps by the bundle mean.
+        """Run every active bundle's branches one control step with its world's PD target (target [N, J]),
+        then replace the outputs of worlds whose bundle reached H steps by the bundle mean.
 
         main_out: the main rollout's outputs (q [N, Dq], qd [N, Dv], ...). Returns (outputs, merged worlds).
         """
         if not self.bundles:
             return main_out, []
-        P = self.pool_size
-        slot_world = {s: b.world for b in self.bundles.values() for s in b.slots}
-        used = sorted(slot_world)
-        # Pool inputs: active slots carry their (graph-connected) branch state, idle slots a constant pose.
-        q_rows = [self.branch_q[s] if s in slot_world else self.idle_q for s in range(P)]
-        qd_rows = [self.branch_qd[s] if s in slot_world else self.idle_qd for s in range(P)]
-        t_rows = [target[slot_world[s]] if s in slot_world else self.idle_target for s in range(P)]
-        out = self.step_pool(torch.stack(t_rows), torch.stack(q_rows), torch.stack(qd_rows))
-        st = self.stats
+        st, B = self.stats, self.cfg.branches
         st.pool_steps += 1
-        st.pool_slot_steps += len(used)
-        st.pool_slots_used_max = max(st.pool_slots_used_max, len(used))
-        for s in used:
-            self.branch_q[s], self.branch_qd[s] = out[0][s], out[1][s]
-        merged: list[int] = []
+        st.pool_slot_steps += B * len(self.bundles)
+        st.pool_slots_used_max = max(st.pool_slots_used_max, B * len(self.bundles))
         replace: dict[int, tuple[torch.Tensor, ...]] = {}
         for w, b in list(self.bundles.items()):
+            out = self.step_chunk(b.chunk, target[w].expand(B, -1), b.q, b.qd)
+            b.q, b.qd = out[0], out[1]
             b.steps_done += 1
             if b.steps_done < self.cfg.horizon:
                 continue
-            idx = torch.as_tensor(b.slots, device=out[0].device)
-            means = []
-            for k, (main, qs) in enumerate(zip(main_out, self.quat_slices)):
-                branches = out[k].index_select(0, idx)  # [B, ...]
-                means.append(bundle_mean(main[w], branches, qs))
-            pos = out[0].index_select(0, idx)[:, self.root_pos].detach()
-            vel = out[1].index_select(0, idx)[:, self.root_lin_vel].detach()
+            replace[w] = tuple(bundle_mean(main[w], o, qs) for main, o, qs in zip(main_out, out, self.quat_slices))
+            pos, vel = out[0][:, self.root_pos].detach(), out[1][:, self.root_lin_vel].detach()
             st.spread_pos_sum += float((pos - pos.mean(0)).pow(2).sum(-1).mean().sqrt())
             st.spread_vel_sum += float((vel - vel.mean(0)).pow(2).sum(-1).mean().sqrt())
             st.bundles_completed += 1
-            replace[w] = tuple(means)
-            merged.append(w)
             del self.bundles[w]
             self._release(b)
         if not replace:
             return main_out, []
-        worlds = torch.as_tensor(sorted(replace), device=main_out[0].device)
+        worlds = sorted(replace)
+        idx = torch.as_tensor(worlds, device=main_out[0].device)
         new_out = []
         for k, main in enumerate(main_out):
-            rows = torch.stack([replace[int(w)][k] for w in worlds])
-            new_out.append(main.index_put((worlds,), rows))  # out of place: other worlds keep their graph
-        return tuple(new_out), sorted(replace)
+            rows = torch.stack([replace[w][k] for w in worlds])
+            new_out.append(main.index_put((idx,), rows))  # out of place: other worlds keep their graph
+        return tuple(new_out), worlds

@@ -76,7 +76,7 @@ class BCGConfig:
     sigma: float = 0.005  # [m]
     sigma_v: float = 0.05  # [m/s]
     trigger_force: float = 50.0  # [N]
-    pool_size: int = 32  # branch worlds
+    pool_size: int = 32  # branch worlds, a multiple of B
     antithetic: bool = True
     seed: int = 0
 
@@ -152,6 +152,9 @@ class SimConfig:
         need(b.sigma_v >= 0, "bcg.sigma_v", f"perturbation radius must be >= 0 m/s, got {b.sigma_v}")
         need(b.trigger_force > 0, "bcg.trigger_force", f"must be > 0 N, got {b.trigger_force}")
         need(b.pool_size >= 0, "bcg.pool_size", f"must be >= 0, got {b.pool_size}")
+        need(b.branches < 1 or b.pool_size % b.branches == 0, "bcg.pool_size",
+             f"must be a multiple of B={b.branches} (the pool is pool_size/B simulators of B worlds), "
+             f"got {b.pool_size}")
         need(not (b.antithetic and b.branches % 2), "bcg.branches",
              f"antithetic sampling needs an even B, got {b.branches}")
         return self

@@ -98,14 +98,12 @@ class G1DiffEnv:
         self._ref_time = torch.zeros(num_worlds, device=self.device)  # seconds into the clip per world
         self._has_ref = torch.zeros(num_worlds, dtype=torch.bool, device=self.device)
         b = self.cfg.bcg
-        self.pool: Simulator | None = None
+        # Branch pool: pool_size // B simulators of B worlds each, built once (no per-step allocation).
+        self.pool: list[Simulator] = []
         self.bundler: Bundler | None = None
-        if b.enabled and b.pool_size > 0:
-            self.pool = Simulator(self.cfg, b.pool_size)
-            q0, qd0 = self.pool.default_state()
-            self.bundler = Bundler(
-                b, self._step_pool, idle_q=q0[0], idle_qd=qd0[0], idle_target=self.default_joint_pos,
-                quat_slices=(_BODY_QUAT, None, _BODY_QUAT, None))
+        if b.enabled:
+            self.pool = [Simulator(self.cfg, b.branches) for _ in range(b.pool_size // b.branches)]
+            self.bundler = Bundler(b, self._step_chunk, quat_slices=(_BODY_QUAT, None, _BODY_QUAT, None))
 
     # ------------------------------------------------------------------ state
     @property
@@ -120,8 +118,8 @@ class G1DiffEnv:
         backward (or when starting a new horizon)."""
         self.joint_q, self.joint_qd = self.joint_q.detach(), self.joint_qd.detach()
         self.sim.new_rollout()
-        if self.pool is not None:
-            self.pool.new_rollout()
+        for chunk in self.pool:
+            chunk.new_rollout()
         if self.bundler is not None:
             self.bundler.clear()
             self.bundler.reset_stats()
@@ -171,8 +169,8 @@ class G1DiffEnv:
             self.bundler.cancel(ids.tolist())
 
     # ------------------------------------------------------------------ step
-    def _step_pool(self, target, q, qd):
-        o = self.pool.step(target, q, qd)
+    def _step_chunk(self, chunk: int, target, q, qd):
+        o = self.pool[chunk].step(target, q, qd)
         return o.joint_q, o.joint_qd, o.body_q, o.body_qd
 
     def step(self, actions: torch.Tensor) -> EnvStep:
