@@ -1,0 +1,179 @@
+"""Simulator throughput: bcg_sim vs stock Newton Featherstone on the same G1, and BCG on/off overhead.
+
+    python bench/sim_throughput.py                 # N = 1, 16, 64; results table on stdout
+    python bench/sim_throughput.py --worlds 1 16 --control-steps 1
+
+An *env-step* is one world advanced by one solver substep (dt = sim_dt, 0.5 ms); control steps/s = env-steps/s
+/ substeps (40 at 50 Hz). Both simulators run the same G1 (bcg_sim.g1 via diffsim.model.newton_builder),
+Featherstone with use_tile_gemm=True, dt 0.5 ms, kappa from config/sim.yaml:
+
+- bcg_sim: `Simulator.step` from torch tensors: analytic sphere-ground contact + effort-limited PD kernels,
+  per-substep tapes; fwd+bwd includes the backward's per-substep forward recompute (docs/sim.md).
+- stock: Newton's CollisionPipeline (collide every substep) + SolverFeatherstone's own contact and joint drive
+  (same gains, no effort limit), states preallocated, one wp.Tape over the whole run for fwd+bwd.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses as dc
+import time
+
+import newton
+import numpy as np
+import torch
+import warp as wp
+
+from bcg_sim import g1
+from bcg_sim.diffsim import G1DiffEnv, Simulator, load_sim_config
+from bcg_sim.diffsim.model import newton_builder
+
+
+def bench_bcg(cfg, n: int, control_steps: int, backward: bool) -> float:
+    """env-steps/s of bcg_sim's Simulator."""
+    sim = Simulator(cfg, n)
+    q0, qd0 = sim.default_state()
+    tgt = torch.as_tensor(sim.m.default_joint_q[7:], dtype=torch.float32).expand(n, -1).clone()
+
+    def run():
+        sim.new_rollout()
+        q, qd = q0.clone(), qd0.clone()
+        t = tgt.clone().requires_grad_(backward)
+        with torch.set_grad_enabled(backward):
+            for _ in range(control_steps):
+                o = sim.step(t, q, qd)
+                q, qd = o.joint_q, o.joint_qd
+            if backward:
+                (q.sum() + qd.sum()).backward()
+
+    run()  # warm-up (kernel load, buffer allocation)
+    t0 = time.perf_counter()
+    run()
+    return n * control_steps * cfg.substeps / (time.perf_counter() - t0)
+
+
+def stock_model(cfg, n: int):
+    one = newton_builder(cfg.variant, armature_min=cfg.actuation.min_armature)
+    c = cfg.contact
+    for i in range(one.shape_count):
+        one.shape_material_ke[i], one.shape_material_kd[i] = c.ke, c.kd
+        one.shape_material_kf[i], one.shape_material_mu[i] = c.kf, c.friction_mu
+    for j, joint in enumerate(g1.joints(cfg.variant)):
+        m = g1.MOTORS[joint.motor]
+        one.joint_target_ke[6 + j] = cfg.actuation.kp_scale * m.kp
+        one.joint_target_kd[6 + j] = cfg.actuation.kd_scale * m.kd
+    b = newton.ModelBuilder()
+    b.replicate(one, n, separate_worlds=True)
+    ground = newton.ModelBuilder.ShapeConfig(ke=c.ke, kd=c.kd, kf=c.kf, mu=c.friction_mu)
+    b.add_ground_plane(cfg=ground)
+    return b.finalize(device=cfg.device, requires_grad=True)
+
+
+def bench_stock(cfg, n: int, substeps: int, backward: bool) -> float:
+    """env-steps/s of stock Newton Featherstone with its collision pipeline."""
+    model = stock_model(cfg, n)
+    solver = newton.solvers.SolverFeatherstone(model, use_tile_gemm=True, angular_damping=cfg.solver.angular_damping)
+    pipeline = newton.CollisionPipeline(model)
+    states = [model.state(requires_grad=backward) for _ in range(substeps + 1)]
+    contacts = [pipeline.contacts() for _ in range(substeps)] if backward else [pipeline.contacts()] * substeps
+    control = model.control()
+    default = np.tile(np.asarray(g1.default_joint_pos(cfg.variant), np.float32), n)
+    tq = control.joint_target_q.numpy().reshape(n, -1)
+    tq[:, -29:] = default.reshape(n, 29)
+    control.joint_target_q.assign(tq.reshape(-1))
+    q0 = model.joint_q.numpy()
+
+    def run():
+        states[0].joint_q.assign(q0)
+        states[0].joint_qd.zero_()
+        newton.eval_fk(model, states[0].joint_q, states[0].joint_qd, states[0])
+        tape = wp.Tape() if backward else None
+        for i in range(substeps):
+            s_in = states[i] if backward else states[i % 2]
+            s_out = states[i + 1] if backward else states[(i + 1) % 2]
+            pipeline.collide(s_in, contacts[i])  # collision detection stays outside the tape
+            if tape is not None:
+                with tape:
+                    solver.step(s_in, s_out, control, contacts[i], cfg.sim_dt)
+            else:
+                solver.step(s_in, s_out, control, contacts[i], cfg.sim_dt)
+        if tape is not None:
+            last = states[substeps]
+            last.joint_q.grad.fill_(1.0)
+            last.joint_qd.grad.fill_(1.0)
+            tape.backward()
+            tape.zero()
+        wp.synchronize()
+
+    run()
+    t0 = time.perf_counter()
+    run()
+    return n * substeps / (time.perf_counter() - t0)
+
+
+def bench_bcg_overhead(cfg, n: int, control_steps: int) -> dict:
+    """fwd+bwd env-steps/s of the env with BCG off and on, worlds dropped from 1-8 cm so feet touch down."""
+    out = {}
+    for enabled in (False, True):
+        c = dc.replace(cfg, bcg=dc.replace(cfg.bcg, enabled=enabled))
+        env = G1DiffEnv(c, n)
+        heights = torch.linspace(0.01, 0.08, n)
+
+        def run():
+            env.new_rollout()
+            s = env.state
+            s.root_pos_w[:, 2] = torch.as_tensor(g1.default_qpos(c.variant)[2], dtype=torch.float32) + heights
+            env.reset(state=s)
+            acts = torch.zeros(n, 29, requires_grad=True)
+            loss = 0.0
+            for _ in range(control_steps):
+                o = env.step(acts)
+                loss = loss + o.state.root_pos_w.sum()
+            loss.backward()
+
+        run()
+        t0 = time.perf_counter()
+        run()
+        dt = time.perf_counter() - t0
+        out[enabled] = (n * control_steps * c.substeps / dt, env.bcg_stats())
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--worlds", type=int, nargs="+", default=[1, 16, 64])
+    ap.add_argument("--control-steps", type=int, default=1, help="control steps per timed run (x substeps)")
+    ap.add_argument("--kappa", type=float, default=None, help="contact stiffness [kN/m] (default: config)")
+    ap.add_argument("--bcg-worlds", type=int, default=16)
+    ap.add_argument("--bcg-steps", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (Warp CPU kernels are serial)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    cfg = load_sim_config()
+    if args.kappa is not None:
+        cfg = cfg.with_kappa(args.kappa)
+    S = cfg.substeps * args.control_steps
+    print(f"G1, dt {cfg.sim_dt * 1e3:g} ms, {S} substeps per timed run, kappa {cfg.contact.kappa:g} kN/m, "
+          f"device {cfg.device}; env-steps/s (one world, one substep)")
+    print(f"{'N':>4} | {'bcg fwd':>9} {'stock fwd':>9} {'ratio':>6} | {'bcg f+b':>9} {'stock f+b':>9} {'ratio':>6}")
+    for n in args.worlds:
+        bf = bench_bcg(cfg, n, args.control_steps, backward=False)
+        sf = bench_stock(cfg, n, S, backward=False)
+        bb = bench_bcg(cfg, n, args.control_steps, backward=True)
+        sb = bench_stock(cfg, n, S, backward=True)
+        print(f"{n:>4} | {bf:>9.0f} {sf:>9.0f} {bf / sf:>6.2f} | {bb:>9.0f} {sb:>9.0f} {bb / sb:>6.2f}", flush=True)
+
+    k300 = cfg.with_kappa(300.0)
+    res = bench_bcg_overhead(k300, args.bcg_worlds, args.bcg_steps)
+    off, (on, st) = res[False][0], res[True]
+    b = k300.bcg
+    print(f"\nBCG overhead, kappa 300, N={args.bcg_worlds}, {args.bcg_steps} control steps fwd+bwd, worlds dropped "
+          f"1-8 cm; B={b.branches} H={b.horizon} pool={b.pool_size}")
+    print(f"  off {off:.0f} env-steps/s, on {on:.0f} env-steps/s -> {off / on:.2f}x time")
+    print(f"  triggers {st.triggers}, bundles {st.bundles_completed}, overflow {st.overflow}, busy {st.busy}, "
+          f"pool use mean {st.pool_use_mean:.1f} / max {st.pool_slots_used_max} slots, "
+          f"branch spread {st.branch_spread_pos * 1e3:.2f} mm / {st.branch_spread_vel:.3f} m/s")
+
+
+if __name__ == "__main__":
+    main()
