@@ -1,0 +1,139 @@
+"""`bcg-sim`: command-line tools of the differentiable simulator.
+
+    bcg-sim parity [--seconds 1] [--kappa 100] [--amplitude 0.05]   # bcg_sim vs MuJoCo, same G1 and PD targets
+    bcg-sim warmup                                                  # compile the Warp kernels
+
+parity: the project's G1 starts in its default standing pose in bcg_sim (Newton Featherstone, kappa contact law)
+and in MuJoCo (`bcg_sim.g1.load_mujoco`, its own soft contact), both at dt = sim_dt with the same explicit
+effort-limited PD law, gains and armature, and follows the same PD-target sequence (default pose plus a sum of
+sines on every joint) for `--seconds`. Reported per control step: body-position divergence (mean and max over
+the 30 bodies of |p_bcg - p_mujoco| [m]) and each simulator's deepest sole-sphere penetration [m].
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses as dc
+import json
+import math
+import sys
+
+import numpy as np
+
+
+def pd_targets(default: np.ndarray, steps: int, control_dt: float, amplitude: float) -> np.ndarray:
+    """[steps, 29] targets: default + amplitude * sin(2 pi f_j t + phi_j), f_j in 0.5..2 Hz (deterministic)."""
+    j = np.arange(default.shape[0])
+    f = 0.5 + 1.5 * ((j * 0.618) % 1.0)
+    phi = 2 * math.pi * ((j * 0.382) % 1.0)
+    t = np.arange(steps)[:, None] * control_dt
+    return default[None] + amplitude * np.sin(2 * math.pi * f[None] * t + phi[None]) * (t > 0)
+
+
+def run_parity(cfg, seconds: float, amplitude: float) -> dict:
+    import mujoco
+    import torch
+
+    from bcg_sim import g1
+    from bcg_sim.diffsim import Simulator
+
+    sim = Simulator(cfg, 1)
+    m = g1.load_mujoco(cfg.variant, floor=True)
+    d = mujoco.MjData(m)
+    m.opt.timestep = cfg.sim_dt
+    motors = [g1.MOTORS[j.motor] for j in g1.joints(cfg.variant)]
+    kp = np.array([cfg.actuation.kp_scale * mo.kp for mo in motors])
+    kd = np.array([cfg.actuation.kd_scale * mo.kd for mo in motors])
+    effort = np.array([mo.effort_limit for mo in motors])
+    m.dof_armature[6:] = np.maximum([mo.armature for mo in motors], cfg.actuation.min_armature)
+    m.actuator_ctrlrange[:] = np.stack([-effort, effort], 1)
+    d.qpos[:] = g1.default_qpos(cfg.variant)
+    mujoco.mj_forward(m, d)
+    foot_geoms = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, n) for n in g1.foot_sphere_names()]
+    body_ids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, n) for n in sim.m.body_names]
+
+    steps = int(round(seconds * cfg.control_hz))
+    targets = pd_targets(np.asarray(g1.default_joint_pos(cfg.variant)), steps, cfg.control_dt, amplitude)
+    q, qd = sim.default_state()
+    rows = []
+    with torch.no_grad():
+        for k in range(steps):
+            tgt = targets[k]
+            o = sim.step(torch.as_tensor(tgt, dtype=torch.float32)[None], q, qd)
+            q, qd = o.joint_q, o.joint_qd
+            pen_mj = 0.0
+            for _ in range(cfg.substeps):
+                d.ctrl[:] = np.clip(kp * (tgt - d.qpos[7:]) - kd * d.qvel[6:], -effort, effort)
+                mujoco.mj_step(m, d)
+                z = d.geom_xpos[foot_geoms, 2] - m.geom_size[foot_geoms, 0]
+                pen_mj = max(pen_mj, float(max(0.0, -z.min())))  # deepest over the step's substeps
+            p_bcg = o.body_q[0, :, :3].numpy().astype(np.float64)
+            p_mj = d.xpos[body_ids]
+            dist = np.linalg.norm(p_bcg - p_mj, axis=1)
+            rows.append(dict(t=(k + 1) * cfg.control_dt, body_dist_mean=float(dist.mean()), body_dist_max=float(dist.max()),
+                             pen_bcg=float(o.foot_penetration.max()), pen_mujoco=pen_mj,
+                             root_z_bcg=float(p_bcg[0, 2]), root_z_mujoco=float(p_mj[0, 2])))
+    return dict(
+        seconds=seconds, kappa=cfg.contact.kappa, amplitude=amplitude, kp_scale=cfg.actuation.kp_scale,
+        kd_scale=cfg.actuation.kd_scale, sim_dt=cfg.sim_dt,
+        final_body_dist_mean=rows[-1]["body_dist_mean"], final_body_dist_max=rows[-1]["body_dist_max"],
+        mean_body_dist_mean=float(np.mean([r["body_dist_mean"] for r in rows])),
+        mean_foot_penetration_bcg=float(np.mean([r["pen_bcg"] for r in rows])),
+        mean_foot_penetration_mujoco=float(np.mean([r["pen_mujoco"] for r in rows])),
+        rows=rows,
+    )
+
+
+def _parity(args) -> int:
+    from bcg_sim.diffsim import load_sim_config
+
+    cfg = load_sim_config(args.config)
+    if args.kappa is not None:
+        cfg = cfg.with_kappa(args.kappa)
+    cfg = dc.replace(cfg, actuation=dc.replace(cfg.actuation, kp_scale=args.kp_scale, kd_scale=args.kd_scale)).validate()
+    r = run_parity(cfg, args.seconds, args.amplitude)
+    print(f"bcg_sim vs MuJoCo: G1, {args.seconds:g} s, dt {cfg.sim_dt * 1e3:g} ms, kappa {cfg.contact.kappa:g} kN/m, "
+          f"PD gains x{args.kp_scale:g}/x{args.kd_scale:g}, target amplitude {args.amplitude:g} rad")
+    print(f"{'t [s]':>6} {'body |dp| mean':>15} {'max':>8} {'pen bcg [mm]':>13} {'pen mj [mm]':>12} {'z bcg':>7} {'z mj':>7}")
+    every = max(1, len(r["rows"]) // 10)
+    for row in r["rows"][every - 1::every]:
+        print(f"{row['t']:>6.2f} {row['body_dist_mean']:>15.4f} {row['body_dist_max']:>8.4f} {row['pen_bcg'] * 1e3:>13.2f} "
+              f"{row['pen_mujoco'] * 1e3:>12.2f} {row['root_z_bcg']:>7.3f} {row['root_z_mujoco']:>7.3f}")
+    print(f"final body-position divergence: mean {r['final_body_dist_mean'] * 1e3:.1f} mm, max "
+          f"{r['final_body_dist_max'] * 1e3:.1f} mm; mean foot penetration: bcg_sim "
+          f"{r['mean_foot_penetration_bcg'] * 1e3:.2f} mm, MuJoCo {r['mean_foot_penetration_mujoco'] * 1e3:.2f} mm")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(r, f, indent=1)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _warmup(args) -> int:
+    from bcg_sim.warmup import main as warm
+
+    warm(["--config", args.config])
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="bcg-sim", description="bcg_sim differentiable simulator tools")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("parity", help="bcg_sim vs MuJoCo on the same G1, initial state and PD targets")
+    p.add_argument("--config", default="sim")
+    p.add_argument("--seconds", type=float, default=1.0)
+    p.add_argument("--kappa", type=float, default=None, help="contact stiffness [kN/m] (default: config)")
+    p.add_argument("--amplitude", type=float, default=0.05, help="PD target sine amplitude [rad]")
+    p.add_argument("--kp-scale", type=float, default=10.0, help="x table kp (10: the G1 stands under passive PD)")
+    p.add_argument("--kd-scale", type=float, default=3.0, help="x table kd")
+    p.add_argument("--json", default=None, help="write all rows to this JSON file")
+    p.set_defaults(func=_parity)
+    w = sub.add_parser("warmup", help="compile and cache the Warp kernels")
+    w.add_argument("--config", default="sim")
+    w.set_defaults(func=_warmup)
+    args = ap.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
