@@ -54,6 +54,8 @@ def test_policy_runs_and_robot_stays_up(run):
     assert topics["/lowstate"][1] == topics["/lowcmd"][1] == round(SIM_S * 500)  # lockstep: one each per 2 ms
     transitions = [deserialize(m).data for m in read_bag(bag, ["/policy_node/transitions"])]
     assert [t.split(" -> ")[1].split(":")[0] for t in transitions] == ["ZERO_TORQUE", "MOVE_TO_DEFAULT", "HOLD", "RUN"]
+    stamps = np.array([m.timestamp_ns for m in read_bag(bag, ["/lowstate"])]) * 1e-9
+    assert 0 <= stamps[0] < 0.1 and abs(stamps[-1] - SIM_S) < 0.1  # --fast: recorded on sim time (/clock)
     z = np.array([deserialize(m).pose.position.z for m in read_bag(bag, ["/sim/ground_truth"])])
     assert len(z) >= SIM_S * 50 * 0.95
     assert z.min() > 0.65, f"pelvis fell to {z.min():.3f} m"

@@ -67,8 +67,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _overrides_file(policy: str, realtime: bool) -> str:
     """A parameter file (applied after config/*.yaml) with this run's policy path and timing mode."""
+    # --fast: message stamps (policy node, recorder) follow the bridge's /clock, like the bridge's own; the
+    # policy node's control loop itself is stepped by the runner.
     data = {"mujoco_bridge": {"ros__parameters": {"realtime": realtime}},
-            "policy_node": {"ros__parameters": {"policy_path": str(Path(policy).resolve())}}}
+            "policy_node": {"ros__parameters": {"policy_path": str(Path(policy).resolve()),
+                                                "use_sim_time": not realtime}},
+            "bag_recorder": {"ros__parameters": {"use_sim_time": not realtime}}}
     fd, path = tempfile.mkstemp(prefix="bcg_sim2sim_", suffix=".yaml")
     with os.fdopen(fd, "w") as f:
         yaml.safe_dump(data, f)
@@ -113,7 +117,7 @@ def run_fast(bridge: MujocoBridge, policy: PolicyNode, executor: SingleThreadedE
              starter: Starter | None) -> None:
     """Lockstep: one bridge tick, then one policy-node control tick on that state, then its LowCmd lands."""
     bridge.timer.cancel()  # the runner steps the bridge itself
-    while bridge.sim_time < duration:
+    for _ in range(round(duration * bridge.cfg.lowstate_rate_hz)):  # a tick count: no float drift
         # The policy node exposes no public per-tick API; its loop body (_safe_tick) and LowState counter
         # (_counts) are what its own run_loop uses.
         n_state = policy._counts["lowstate"]
