@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -39,7 +40,7 @@ import yaml
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
 
-from bcg_policy_node.bags import DEFAULT_TOPICS, BagRecorder
+from bcg_policy_node.bags import DEFAULT_TOPICS, BagError, BagRecorder
 from bcg_policy_node.mujoco_bridge import MujocoBridge, ros_args_with_default_params
 from bcg_policy_node.policy_node import PolicyNode
 from bcg_policy_node.state_machine import Mode
@@ -152,6 +153,10 @@ def run_realtime(bridge: MujocoBridge, policy: PolicyNode, executor: SingleThrea
     policy.run_loop(stop)
 
 
+def _interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own = argv[:argv.index("--ros-args")] if "--ros-args" in argv else argv
@@ -168,8 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"bcg-sim2sim: {exc}", file=sys.stderr)
         return 2
-    # Our own SIGINT handling: the policy node must still send damping after Ctrl-C.
+    # Our own signal handling: after Ctrl-C or SIGTERM the policy node must still send damping (rclpy's
+    # handlers would shut the context down first). Both end the run through KeyboardInterrupt.
     rclpy.init(args=ros_args, signal_handler_options=SignalHandlerOptions.NO)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return _run(args)
     finally:
@@ -184,7 +191,11 @@ def _run(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError, OSError) as exc:
         print(f"bcg-sim2sim: cannot start: {exc}", file=sys.stderr)
         return 2
-    recorder = BagRecorder(args.record, DEFAULT_TOPICS) if args.record else None
+    try:
+        recorder = BagRecorder(args.record, DEFAULT_TOPICS) if args.record else None
+    except BagError as exc:
+        print(f"bcg-sim2sim: cannot record: {exc}", file=sys.stderr)
+        return 2
     executor = SingleThreadedExecutor()
     for node in (bridge, policy, recorder):
         if node is not None:
