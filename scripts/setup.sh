@@ -38,5 +38,5 @@ echo "[setup] pip install -e src/*"
   -e src/bcg_sim -e src/bcg_train -e src/bcg_policy_node -e src/g1_bringup 2>&1 | { grep -v "^WARNING: Location" || true; }
 
 echo "[setup] warming the Warp kernel cache"
-(. ./env.sh && python -m bcg_sim.warmup) || echo "[setup] (kernel warm-up skipped)"
+(. ./env.sh && python -m bcg_sim.warmup)
 echo "[setup] done. Next: '. ./env.sh' then 'make test'"
