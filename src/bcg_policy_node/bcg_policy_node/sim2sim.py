@@ -132,6 +132,10 @@ def run_fast(bridge: MujocoBridge, policy: PolicyNode, executor: SingleThreadedE
         executor.spin_once(timeout_sec=0.0)  # services, recorder, ground truth
         if starter:
             starter.poll()
+    # Let the recorder take the last messages before the run ends.
+    end = time.monotonic() + 0.3
+    while time.monotonic() < end:
+        executor.spin_once(timeout_sec=0.01)
 
 
 def run_realtime(bridge: MujocoBridge, policy: PolicyNode, executor: SingleThreadedExecutor, duration: float,
