@@ -83,9 +83,10 @@ def fastdds_profile_for_interface(template: str, interface: str) -> str:
 
 
 def _robot_dds_env(context: LaunchContext) -> list:
-    """Robot mode: Fast DDS with type propagation off (Cyclone 0.10 interop), on the chosen interface."""
+    """Robot mode: Fast DDS with type propagation off (Cyclone 0.10 interop), on the chosen interface.
+    Sim mode: discovery stays on this host, so a simulated /lowcmd can never reach a robot on the network."""
     if context.perform_substitution(LaunchConfiguration("sim")).lower() == "true":
-        return []
+        return [SetEnvironmentVariable("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")]
     interface = context.perform_substitution(LaunchConfiguration("network_interface"))
     profile = config_file("fastdds_robot.xml")
     if interface:
