@@ -19,7 +19,7 @@ from bcg_policy_node import lowlevel as ll  # noqa: E402
 from bcg_policy_node.crc import lowstate_crc  # noqa: E402
 from bcg_policy_node.mujoco_bridge import BridgeConfig, G1Sim  # noqa: E402
 from bcg_sim.config import ConfigError, load_yaml  # noqa: E402
-from bcg_sim.g1.joints import JOINTS_29, MOTORS  # noqa: E402
+from bcg_sim.g1.joints import JOINTS_29, MOTORS, stand_gains  # noqa: E402
 
 DEFAULT = np.array([j.default for j in JOINTS_29])
 ELBOW = [j.name for j in JOINTS_29].index("left_elbow")  # slot 18, default 0.6 rad
@@ -139,8 +139,7 @@ def test_bad_crc_dropped_then_pd_command_moves_joint(bridge):
     wait_for(lambda: pub.get_subscription_count() > 0 and "m" in latest, 20.0, "bridge on /lowcmd")
     q = DEFAULT.copy()
     q[ELBOW] = ELBOW_TARGET
-    kp = np.array([8 * MOTORS[j.motor].kp for j in JOINTS_29])  # stiff enough to stand (see hold_gain_scale)
-    kd = np.array([math.sqrt(8) * MOTORS[j.motor].kd for j in JOINTS_29])
+    kp, kd = (np.array(g) for g in stand_gains("29dof"))  # the bring-up gains: stiff enough to stand
     bad = ll.make_lowcmd(q, kp, kd, mode_machine=5)
     bad.crc ^= 0x1
     for _ in range(50):

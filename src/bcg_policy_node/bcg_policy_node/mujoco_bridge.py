@@ -52,6 +52,7 @@ from bcg_policy_node import lowlevel
 from bcg_policy_node.lowlevel import BadMessage, MotorCommand
 from bcg_sim.config import ConfigError, from_dict, resolve_config_path
 from bcg_sim.g1 import MOTORS, joints, load_mujoco
+from bcg_sim.g1.joints import stand_gains
 
 # ---------------------------------------------------------------------------------------------------------
 # Configuration
@@ -66,8 +67,7 @@ class BridgeConfig:
     lowstate_rate_hz: float  # /lowstate publication rate in sim time [Hz]
     realtime: bool  # true: sim time follows the wall clock; false: as fast as possible + /clock
     start_pose: str  # "standing" (default joint pose, feet on the ground) or "lying" (on the back)
-    hold_start_pose: bool  # PD-hold the start pose until the first LowCmd with kp > 0 (a gantry stand-in)
-    hold_gain_scale: float  # hold gains = joint-table kp (kd) times this (its square root)
+    hold_start_pose: bool  # PD-hold the start pose (stand gains) until the first LowCmd with kp > 0 (gantry)
     mode_machine: int  # robot type reported in LowState (G1 = 5)
     noise_q_std: float  # [rad] Gaussian noise on reported joint positions
     noise_dq_std: float  # [rad/s]
@@ -145,10 +145,10 @@ class G1Sim:
         self._bind_joints()
         self.effort_limit = np.array([MOTORS[j.motor].effort_limit for j in self.joints])
         self.default_q = np.array([j.default for j in self.joints])
-        # Hold gains: joint-table PD stiffened by hold_gain_scale (kd by its square root, same damping
-        # ratio); the joint-table gains alone are meant for a balancing policy and let a passive stand fold.
-        self.hold_kp = cfg.hold_gain_scale * np.array([MOTORS[j.motor].kp for j in self.joints])
-        self.hold_kd = math.sqrt(cfg.hold_gain_scale) * np.array([MOTORS[j.motor].kd for j in self.joints])
+        # The bring-up stand gains (the motors' own gains are meant for a balancing policy and let a passive
+        # stand fold); the same gains the hold artifact and the policy node's MOVE_TO_DEFAULT/HOLD use.
+        kp, kd = stand_gains(cfg.variant)
+        self.hold_kp, self.hold_kd = np.array(kp), np.array(kd)
         self.imu_site = self._id(mujoco.mjtObj.mjOBJ_SITE, "imu_in_pelvis")
         self.pelvis_body = self._id(mujoco.mjtObj.mjOBJ_BODY, "pelvis")
         self.command: MotorCommand | None = None  # None: no valid LowCmd yet
