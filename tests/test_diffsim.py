@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from bcg_sim.config import ConfigError
-from bcg_sim.diffsim import G1DiffEnv, SimState, Simulator, from_newton, load_sim_config, sim_config_from_dict, to_newton
+from bcg_sim.diffsim import (G1DiffEnv, SimState, Simulator, from_newton, load_sim_config, sim_config_from_dict,
+                             to_newton)
 from bcg_sim.motion import Motion
 
 # A *passive* PD at the joint table's gains cannot balance the G1 (ankle kp 28 N m/rad << m g h ~ 230 N m/rad;
@@ -104,7 +105,8 @@ def _fd_check(sim: Simulator, q0, qd0, steps: int, eps: float, components, seed:
     control steps w.r.t. the first step's PD target, for the listed target components."""
     g = torch.Generator().manual_seed(seed)
     n = sim.num_worlds
-    wq, wqd, wb = torch.randn(n, 36, generator=g), 0.1 * torch.randn(n, 35, generator=g), torch.randn(n, 30, 7, generator=g)
+    wq, wqd = torch.randn(n, 36, generator=g), 0.1 * torch.randn(n, 35, generator=g)
+    wb = torch.randn(n, 30, 7, generator=g)
     tgt0 = default_target(sim)
 
     def loss(first_target):

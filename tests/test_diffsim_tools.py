@@ -17,7 +17,8 @@ def test_parity_with_mujoco_short_run():
     cfg = dc.replace(cfg, actuation=dc.replace(cfg.actuation, kp_scale=10.0, kd_scale=3.0)).validate()
     r = run_parity(cfg, seconds=0.2, amplitude=0.05)
     assert len(r["rows"]) == 10
-    assert np.isfinite([r["final_body_dist_max"], r["mean_foot_penetration_bcg"], r["mean_foot_penetration_mujoco"]]).all()
+    keys = ("final_body_dist_max", "mean_foot_penetration_bcg", "mean_foot_penetration_mujoco")
+    assert np.isfinite([r[k] for k in keys]).all()
     # same robot, start and PD targets: both stand, bodies within a few cm (measured 1.6 cm max, at a hand)
     assert r["final_body_dist_mean"] < 0.01 and r["final_body_dist_max"] < 0.03
     assert 0.0 < r["mean_foot_penetration_bcg"] < 0.005

@@ -70,7 +70,8 @@ def run_parity(cfg, seconds: float, amplitude: float) -> dict:
             p_bcg = o.body_q[0, :, :3].numpy().astype(np.float64)
             p_mj = d.xpos[body_ids]
             dist = np.linalg.norm(p_bcg - p_mj, axis=1)
-            rows.append(dict(t=(k + 1) * cfg.control_dt, body_dist_mean=float(dist.mean()), body_dist_max=float(dist.max()),
+            rows.append(dict(t=(k + 1) * cfg.control_dt, body_dist_mean=float(dist.mean()),
+                             body_dist_max=float(dist.max()),
                              pen_bcg=float(o.foot_penetration.max()), pen_mujoco=pen_mj,
                              root_z_bcg=float(p_bcg[0, 2]), root_z_mujoco=float(p_mj[0, 2])))
     return dict(
@@ -90,14 +91,17 @@ def _parity(args) -> int:
     cfg = load_sim_config(args.config)
     if args.kappa is not None:
         cfg = cfg.with_kappa(args.kappa)
-    cfg = dc.replace(cfg, actuation=dc.replace(cfg.actuation, kp_scale=args.kp_scale, kd_scale=args.kd_scale)).validate()
+    act = dc.replace(cfg.actuation, kp_scale=args.kp_scale, kd_scale=args.kd_scale)
+    cfg = dc.replace(cfg, actuation=act).validate()
     r = run_parity(cfg, args.seconds, args.amplitude)
     print(f"bcg_sim vs MuJoCo: G1, {args.seconds:g} s, dt {cfg.sim_dt * 1e3:g} ms, kappa {cfg.contact.kappa:g} kN/m, "
           f"PD gains x{args.kp_scale:g}/x{args.kd_scale:g}, target amplitude {args.amplitude:g} rad")
-    print(f"{'t [s]':>6} {'body |dp| mean':>15} {'max':>8} {'pen bcg [mm]':>13} {'pen mj [mm]':>12} {'z bcg':>7} {'z mj':>7}")
+    print(f"{'t [s]':>6} {'body |dp| mean':>15} {'max':>8} {'pen bcg [mm]':>13} {'pen mj [mm]':>12} "
+          f"{'z bcg':>7} {'z mj':>7}")
     every = max(1, len(r["rows"]) // 10)
     for row in r["rows"][every - 1::every]:
-        print(f"{row['t']:>6.2f} {row['body_dist_mean']:>15.4f} {row['body_dist_max']:>8.4f} {row['pen_bcg'] * 1e3:>13.2f} "
+        print(f"{row['t']:>6.2f} {row['body_dist_mean']:>15.4f} {row['body_dist_max']:>8.4f} "
+              f"{row['pen_bcg'] * 1e3:>13.2f} "
               f"{row['pen_mujoco'] * 1e3:>12.2f} {row['root_z_bcg']:>7.3f} {row['root_z_mujoco']:>7.3f}")
     print(f"final body-position divergence: mean {r['final_body_dist_mean'] * 1e3:.1f} mm, max "
           f"{r['final_body_dist_max'] * 1e3:.1f} mm; mean foot penetration: bcg_sim "

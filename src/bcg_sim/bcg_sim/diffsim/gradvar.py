@@ -21,6 +21,8 @@ import numpy as np
 import torch
 
 OBS_DIM = 29 + 29 + 4 + 3
+ROOT_WEIGHT = 10.0  # cost weight of the pelvis position error [1/m^2] relative to joint errors [1/rad^2]
+POLICY_INIT_STD = 0.05  # std of the fixed policy's weights
 
 
 def observation(state, default_joint_pos: torch.Tensor) -> torch.Tensor:
@@ -33,7 +35,7 @@ def per_world_gradients(env, motion, frames: np.ndarray, horizon: int, seed: int
     """([N, P] gradient of each world's cost w.r.t. its own copy of the policy parameters, mean cost)."""
     n = env.num_worlds
     g = torch.Generator().manual_seed(seed)
-    W0 = 0.05 * torch.randn(29, OBS_DIM, generator=g)
+    W0 = POLICY_INIT_STD * torch.randn(29, OBS_DIM, generator=g)
     b0 = torch.zeros(29)
     W = W0.expand(n, -1, -1).clone().requires_grad_(True)
     b = b0.expand(n, -1).clone().requires_grad_(True)
@@ -51,7 +53,8 @@ def per_world_gradients(env, motion, frames: np.ndarray, horizon: int, seed: int
         out = env.step(a)
         state = out.state
         f = torch.clamp(torch.round(frames_t + (t + 1) * step_frames).long(), max=motion.num_frames - 1)
-        cost = cost + ((state.joint_pos - ref_jp[f]) ** 2).sum(-1) + 10.0 * ((state.root_pos_w - ref_rp[f]) ** 2).sum(-1)
+        cost = cost + ((state.joint_pos - ref_jp[f]) ** 2).sum(-1) \
+            + ROOT_WEIGHT * ((state.root_pos_w - ref_rp[f]) ** 2).sum(-1)
     cost = cost / horizon
     cost.sum().backward()  # world i's cost depends only on world i's parameter copy
     grads = torch.cat([W.grad.reshape(n, -1), b.grad], dim=1)
