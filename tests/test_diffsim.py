@@ -250,6 +250,26 @@ def test_per_world_reset_leaves_other_worlds_untouched():
     torch.testing.assert_close(env.state.joint_pos[1], torch.as_tensor(motion.joint_pos[5], dtype=torch.float32))
 
 
+def test_reset_from_builtin_clip_frames():
+    """Reset worlds at arbitrary frames of a built-in reference clip: the state is the clip's, in bcg's
+    convention (w x y z, pelvis-origin velocity), and stepping from it stays finite."""
+    import bcg_sim.motion
+
+    clip = bcg_sim.motion.load("run")
+    env = G1DiffEnv(cfg_with(), 2)
+    frames = [0, clip.num_frames // 2]
+    env.reset(motion=clip, frames=frames)
+    s = env.state
+    for name in ("root_pos_w", "root_quat_w", "root_lin_vel_w", "root_ang_vel_w", "joint_pos", "joint_vel"):
+        ref = getattr(clip, name)
+        if ref is not None:
+            torch.testing.assert_close(getattr(s, name), torch.as_tensor(ref[frames], dtype=torch.float32),
+                                       rtol=1e-4, atol=1e-4, msg=name)
+    with torch.no_grad():
+        out = env.step(torch.zeros(2, 29))
+    assert torch.isfinite(env.joint_q).all() and not out.tracking_failed.any()
+
+
 def test_termination_signals():
     env = G1DiffEnv(cfg_with(), 3)
     motion = _still_motion(env)
