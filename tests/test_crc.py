@@ -4,7 +4,28 @@ import numpy as np
 import pytest
 
 unitree_hg = pytest.importorskip("unitree_hg.msg")
-from bcg_policy_node.crc import LOWCMD_SIZE, LOWSTATE_SIZE, lowcmd_crc, lowstate_crc, pack_lowcmd  # noqa: E402
+from bcg_policy_node.crc import (  # noqa: E402
+    LOWCMD_SIZE,
+    LOWSTATE_SIZE,
+    crc32_mpeg2_words,
+    lowcmd_crc,
+    lowstate_crc,
+    pack_lowcmd,
+)
+
+
+def _crc32_core(words: np.ndarray) -> int:
+    """unitree_sdk2's crc32_core, bit by bit (the slow reference)."""
+    crc = 0xFFFFFFFF
+    for data in words.tolist():
+        xbit = 1 << 31
+        for _ in range(32):
+            crc = ((crc << 1) ^ 0x04C11DB7) if crc & 0x80000000 else (crc << 1)
+            crc &= 0xFFFFFFFF
+            if data & xbit:
+                crc ^= 0x04C11DB7
+            xbit >>= 1
+    return crc
 
 
 def _sdk_example_cmd():
@@ -39,3 +60,12 @@ def test_crc_ignores_crc_field_and_sees_every_other_field():
     ref_s = lowstate_crc(s)
     s.wireless_remote[39] = 1
     assert lowstate_crc(s) != ref_s
+
+
+def test_fast_crc_equals_sdk_reference_on_random_words():
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 7, 250):
+        words = rng.integers(0, 2**32, size=n, dtype=np.uint64).astype("<u4")
+        assert crc32_mpeg2_words(words.tobytes()) == _crc32_core(words)
+    with pytest.raises(ValueError, match="whole uint32 words"):
+        crc32_mpeg2_words(b"abc")

@@ -9,8 +9,10 @@ no reflection, no final xor) — equal to unitree_sdk2's crc32_core.
 from __future__ import annotations
 
 import struct
+import zlib
 
-_POLY = 0x04C11DB7
+import numpy as np
+
 _NUM_MOTORS = 35
 
 _MOTOR_CMD = "B3x5fI"  # mode, pad, q dq tau kp kd, reserve -> 28 bytes
@@ -24,30 +26,23 @@ LOWSTATE_SIZE = struct.calcsize(_LOWSTATE_FMT)
 assert LOWCMD_SIZE == 1004 and LOWSTATE_SIZE == 2092, (LOWCMD_SIZE, LOWSTATE_SIZE)
 
 
-def _make_table() -> list[int]:
-    table = []
-    for byte in range(256):
-        c = byte << 24
-        for _ in range(8):
-            c = ((c << 1) ^ _POLY) if c & 0x80000000 else (c << 1)
-        table.append(c & 0xFFFFFFFF)
-    return table
+# CRC-32/MPEG-2 is the bit-mirror of zlib's reflected CRC-32 with the same polynomial and init: feeding
+# zlib the bit-reversed bytes and bit-reversing its result (undoing zlib's final xor) gives the same value
+# in C speed (~4 us for a LowState instead of ~1 ms in a Python loop, which starved the 500 Hz loops).
+_BITREV8 = bytes(int(f"{b:08b}"[::-1], 2) for b in range(256))
 
 
-_TABLE = _make_table()
+def _bitrev32(x: int) -> int:
+    return int(f"{x:032b}"[::-1], 2)
 
 
 def crc32_mpeg2_words(data: bytes) -> int:
     """CRC-32/MPEG-2 of `data` read as little-endian uint32 words, each fed MSB first."""
     if len(data) % 4:
         raise ValueError(f"crc input must be whole uint32 words, got {len(data)} bytes")
-    crc = 0xFFFFFFFF
-    table = _TABLE
-    # A little-endian word fed MSB first = its 4 bytes in reverse order.
-    for i in range(0, len(data), 4):
-        for b in (data[i + 3], data[i + 2], data[i + 1], data[i]):
-            crc = ((crc << 8) & 0xFFFFFFFF) ^ table[((crc >> 24) ^ b) & 0xFF]
-    return crc
+    # A little-endian word fed MSB first = its 4 bytes in reverse order (a big-endian byte stream).
+    stream = np.frombuffer(data, "<u4").astype(">u4").tobytes()
+    return _bitrev32(zlib.crc32(stream.translate(_BITREV8)) ^ 0xFFFFFFFF)
 
 
 def pack_lowcmd(msg) -> bytes:

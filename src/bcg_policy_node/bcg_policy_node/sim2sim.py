@@ -119,15 +119,13 @@ def run_fast(bridge: MujocoBridge, policy: PolicyNode, executor: SingleThreadedE
     """Lockstep: one bridge tick, then one policy-node control tick on that state, then its LowCmd lands."""
     bridge.timer.cancel()  # the runner steps the bridge itself
     for _ in range(round(duration * bridge.cfg.lowstate_rate_hz)):  # a tick count: no float drift
-        # The policy node exposes no public per-tick API; its loop body (_safe_tick) and LowState counter
-        # (_counts) are what its own run_loop uses.
-        n_state = policy._counts["lowstate"]
+        n_state = policy.counts["lowstate"]
         bridge.tick()
-        _spin_until(executor, lambda: policy._counts["lowstate"] > n_state, 0.5)
+        _spin_until(executor, lambda: policy.counts["lowstate"] > n_state, 0.5)
         n_cmd = bridge.cmd_count + bridge.bad_cmd_count
-        sent_before = policy._counts["lowcmd"]
-        policy._safe_tick(time.monotonic())
-        if policy._counts["lowcmd"] > sent_before:
+        sent_before = policy.counts["lowcmd"]
+        policy.tick(time.monotonic())
+        if policy.counts["lowcmd"] > sent_before:
             _spin_until(executor, lambda: bridge.cmd_count + bridge.bad_cmd_count > n_cmd, 0.5)
         executor.spin_once(timeout_sec=0.0)  # services, recorder, ground truth
         if starter:
