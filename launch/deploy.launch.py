@@ -9,7 +9,8 @@ The bridge runs in real time here (the policy node's control loop runs on the wa
 "as fast as possible" sim2sim is `bcg-sim2sim --fast`, which steps both nodes in one process.
 
 Nodes: policy_node (config/policy_node.yaml), mujoco_bridge (sim only; config/mujoco_bridge.yaml),
-robot_state_publisher (URDF from bcg_sim.g1.to_urdf()), rviz2 (config/g1.rviz), optionally `ros2 bag record`.
+robot_state_publisher (URDF from bcg_sim.g1.to_urdf()) for the robot and for the reference ghost,
+rviz2 (config/g1.rviz), optionally `ros2 bag record`.
 Robot mode points FASTDDS_DEFAULT_PROFILES_FILE at config/fastdds_robot.xml (type propagation off, which
 the robot's Cyclone DDS 0.10 needs), restricted to `network_interface`.
 
@@ -33,6 +34,8 @@ from launch_ros.actions import Node
 # Topics a deployment bag records (bags.DEFAULT_TOPICS in bcg_policy_node).
 RECORD_TOPICS = ["/lowstate", "/lowcmd", "/joint_states", "/diagnostics", "/reference/joint_states",
                  "/reference/root_pose", "/policy_node/transitions", "/sim/ground_truth"]
+
+REFERENCE_TF_PREFIX = "reference"  # TF prefix of the reference ghost (config/g1.rviz uses the same)
 
 ARGUMENTS = {
     "policy": ("", "policy artifact folder (policy.yaml + network), e.g. from `bcg-policy export-hold -o DIR`"),
@@ -104,12 +107,25 @@ def _robot_dds_env(context: LaunchContext) -> list:
 
 
 def _robot_description(_context: LaunchContext) -> list:
-    """robot_state_publisher with the URDF generated from the project's G1 description."""
+    """robot_state_publisher for the measured G1 and, under the TF prefix "reference/", for the reference
+    pose the policy tracks (/reference/joint_states from the policy node). rviz draws that second model as a
+    translucent ghost; a static transform pins its pelvis to the robot's, so the ghost shows the joint
+    tracking error (the IMU gives no world position to place either pelvis in a world frame)."""
     from bcg_sim.g1 import to_urdf
 
-    return [Node(package="robot_state_publisher", executable="robot_state_publisher",
-                 name="robot_state_publisher", output="screen",
-                 parameters=[{"robot_description": to_urdf("29dof")}])]
+    urdf = to_urdf("29dof")
+    return [
+        Node(package="robot_state_publisher", executable="robot_state_publisher",
+             name="robot_state_publisher", output="screen", parameters=[{"robot_description": urdf}]),
+        Node(package="robot_state_publisher", executable="robot_state_publisher",
+             name="reference_state_publisher", output="screen",
+             parameters=[{"robot_description": urdf, "frame_prefix": f"{REFERENCE_TF_PREFIX}/"}],
+             remappings=[("joint_states", "/reference/joint_states"),
+                         ("robot_description", "/reference/robot_description")]),
+        Node(package="tf2_ros", executable="static_transform_publisher", name="reference_ghost_anchor",
+             output="screen",
+             arguments=["--frame-id", "pelvis", "--child-frame-id", f"{REFERENCE_TF_PREFIX}/pelvis"]),
+    ]
 
 
 def _nodes(context: LaunchContext) -> list:

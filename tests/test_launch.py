@@ -123,6 +123,12 @@ def test_parameter_files_are_ros2_param_files_for_the_launched_nodes():
     rviz = yaml.safe_load((CONFIG / "g1.rviz").read_text())
     classes = {d["Class"] for d in rviz["Visualization Manager"]["Displays"]}
     assert {"rviz_default_plugins/RobotModel", "rviz_default_plugins/TF"} <= classes
+    # The ghost display's TF prefix is the one the deploy launch gives the reference state publisher.
+    prefixes = {d.get("TF Prefix") for d in rviz["Visualization Manager"]["Displays"]
+                if d["Class"] == "rviz_default_plugins/RobotModel"}
+    ghost_prefix = next(ast.literal_eval(n.value) for n in _tree("deploy.launch.py").body
+                        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "REFERENCE_TF_PREFIX")
+    assert prefixes == {"", ghost_prefix}
 
 
 def _profile_function():
