@@ -1,10 +1,10 @@
 """Torch <-> Newton bridge: one `torch.autograd.Function` per control step.
 
-Each differentiable control step owns a preallocated `_StepBuffers`: its own wp.Tape, `substeps + 1` Newton
-States and `substeps` Controls. A tape replays whatever is in the arrays it recorded at backward time, so
-steps must not share arrays; chaining the per-step tapes through torch's graph gives the same gradient as one
-long tape (measured, docs/sim.md). Buffers are reused round-robin across rollouts: `Simulator.new_rollout()`
-starts again from the first, and a backward through a step whose buffers were since reused raises.
+Each differentiable control step owns a preallocated `_StepBuffers`: one wp.Tape per substep, `substeps + 1`
+Newton States and `substeps` Controls. A tape replays whatever is in the arrays it recorded at backward time,
+so steps must not share arrays; torch's graph chains the steps (10 steps of 4 substeps give the state of 1 step
+of 40 bitwise and its gradient to 1e-7). Buffers are reused across rollouts: `Simulator.new_rollout()` starts again from the first,
+and a backward through a step whose buffers were since reused raises.
 
 Per substep, on its own tape: contact wrench (kernels.contact_wrench) -> PD torque (kernels.pd_torque) ->
 Featherstone step. Outside the tape: per-foot contact diagnostics (kernels.foot_contact_stats).
