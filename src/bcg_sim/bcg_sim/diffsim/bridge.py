@@ -16,6 +16,7 @@ every replayed substep would use the matrices of the last step simulated: 0.5-5 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import newton
@@ -161,6 +162,10 @@ class Simulator:
         return buf
 
     def _forward(self, buf: _StepBuffers, target_q, joint_q, joint_qd, record: bool) -> _StepBuffers:
+        with _on_torch_stream(self.device):
+            return self._forward_on_stream(buf, target_q, joint_q, joint_qd, record)
+
+    def _forward_on_stream(self, buf: _StepBuffers, target_q, joint_q, joint_qd, record: bool) -> _StepBuffers:
         with torch.no_grad():
             buf.q_in.copy_(joint_q)
             buf.qd_in.copy_(joint_qd)
@@ -198,6 +203,14 @@ class Simulator:
                               COORDS_PER_WORLD, DOFS_PER_WORLD],
                       outputs=[ctrl.joint_f], device=self.device)
             self.solver.step(s_in, s_out, ctrl, None, self.cfg.sim_dt)
+
+
+def _on_torch_stream(device: str):
+    """On CUDA, run Warp work on torch's current stream, so torch copies into/out of the shared buffers and
+    Warp kernels are ordered without explicit synchronisation. On CPU there is nothing to order."""
+    if device.startswith("cuda"):
+        return wp.ScopedStream(wp.stream_from_torch(torch.cuda.current_stream(device)))
+    return contextlib.nullcontext()
 
 
 class _maybe:
@@ -241,12 +254,13 @@ class _SimStep(torch.autograd.Function):
         # ran last. Re-running substep i's forward (deterministic: same values into the same arrays) right
         # before replaying its tape makes each adjoint see its own substep's matrices.
         sim: Simulator = ctx.sim
-        for i in reversed(range(sim.substeps)):
-            sim._substep(buf, i, None)
-            buf.tapes[i].backward()
-        out = (wp.to_torch(buf.target.grad).clone(),
-               wp.to_torch(first.joint_q.grad).view_as(buf.q_in).clone(),
-               wp.to_torch(first.joint_qd.grad).view_as(buf.qd_in).clone())
-        for tape in buf.tapes:
-            tape.zero()
+        with _on_torch_stream(sim.device):
+            for i in reversed(range(sim.substeps)):
+                sim._substep(buf, i, None)
+                buf.tapes[i].backward()
+            out = (wp.to_torch(buf.target.grad).clone(),
+                   wp.to_torch(first.joint_q.grad).view_as(buf.q_in).clone(),
+                   wp.to_torch(first.joint_qd.grad).view_as(buf.qd_in).clone())
+            for tape in buf.tapes:
+                tape.zero()
         return (None, *out)

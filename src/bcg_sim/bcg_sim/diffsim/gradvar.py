@@ -31,8 +31,9 @@ def observation(state, default_joint_pos: torch.Tensor) -> torch.Tensor:
                       state.root_ang_vel_w], dim=-1)
 
 
-def per_world_gradients(env, motion, frames: np.ndarray, horizon: int, seed: int) -> tuple[np.ndarray, float]:
-    """([N, P] gradient of each world's cost w.r.t. its own copy of the policy parameters, mean cost)."""
+def per_world_gradients(env, motion, frames: np.ndarray, horizon: int, seed: int) -> tuple[np.ndarray, float, int]:
+    """([N, P] gradient of each world's cost w.r.t. its own copy of the policy parameters, mean cost,
+    number of touchdowns by the BCG rule -- counted with BCG off too)."""
     n = env.num_worlds
     g = torch.Generator().manual_seed(seed)
     W0 = POLICY_INIT_STD * torch.randn(29, OBS_DIM, generator=g)
@@ -46,19 +47,21 @@ def per_world_gradients(env, motion, frames: np.ndarray, horizon: int, seed: int
     frames_t = torch.as_tensor(frames)
     state = env.state
     cost = torch.zeros(n)
+    touchdowns = 0
     step_frames = motion.fps / env.cfg.control_hz
     for t in range(horizon):
         obs = observation(state, env.default_joint_pos)
         a = torch.tanh(torch.einsum("nij,nj->ni", W, obs) + b)
         out = env.step(a)
         state = out.state
+        touchdowns += int(out.touchdown.sum())
         f = torch.clamp(torch.round(frames_t + (t + 1) * step_frames).long(), max=motion.num_frames - 1)
         cost = cost + ((state.joint_pos - ref_jp[f]) ** 2).sum(-1) \
             + ROOT_WEIGHT * ((state.root_pos_w - ref_rp[f]) ** 2).sum(-1)
     cost = cost / horizon
     cost.sum().backward()  # world i's cost depends only on world i's parameter copy
     grads = torch.cat([W.grad.reshape(n, -1), b.grad], dim=1)
-    return grads.numpy().astype(np.float64), float(cost.detach().mean())
+    return grads.numpy().astype(np.float64), float(cost.detach().mean()), touchdowns
 
 
 def variance_stats(grads: np.ndarray, boot: int, rng: np.random.Generator) -> dict:
@@ -104,17 +107,17 @@ def main(argv=None) -> int:
         for enabled in (False, True):
             cfg = dc.replace(base, bcg=dc.replace(base.bcg, enabled=enabled)).with_kappa(kappa)
             env = G1DiffEnv(cfg, args.worlds)
-            grads, cost = per_world_gradients(env, motion, frames, args.horizon, args.seed)
+            grads, cost, touchdowns = per_world_gradients(env, motion, frames, args.horizon, args.seed)
             finite = np.isfinite(grads).all(1)
             st = variance_stats(grads[finite], args.bootstrap, rng)
             bs = env.bcg_stats()
             row = dict(kappa=kappa, bcg=enabled, worlds=int(finite.sum()), horizon=args.horizon, cost=cost, **st,
-                       triggers=bs.triggers, bundles=bs.bundles_completed, overflow=bs.overflow,
+                       touchdowns=touchdowns, bundles=bs.bundles_completed, overflow=bs.overflow,
                        branch_spread_pos=bs.branch_spread_pos)
             rows.append(row)
             print(f"kappa {kappa:>5g} BCG {'on ' if enabled else 'off'}: var {st['var']:.3e} +- {st['var_std']:.1e}  "
                   f"rel {st['rel_var']:.3e} +- {st['rel_var_std']:.1e}  |g| {st['grad_norm_mean']:.3e}  "
-                  f"cost {cost:.3f}  triggers {bs.triggers} bundles {bs.bundles_completed} overflow {bs.overflow}",
+                  f"cost {cost:.3f}  touchdowns {touchdowns} bundles {bs.bundles_completed} overflow {bs.overflow}",
                   flush=True)
     csv_path = out_dir / "gradvar.csv"
     with open(csv_path, "w", newline="") as f:
