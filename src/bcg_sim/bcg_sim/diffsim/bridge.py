@@ -114,8 +114,8 @@ class Simulator:
 
     @property
     def torch_device(self) -> torch.device:
-        return torch.device("cuda", int(self.device.split(":")[1]) if ":" in self.device else 0) \
-            if self.device.startswith("cuda") else torch.device("cpu")
+        """The torch device of every tensor this simulator takes and returns (config `device`)."""
+        return torch.device(self.device)
 
     def step(self, target_q: torch.Tensor, joint_q: torch.Tensor, joint_qd: torch.Tensor) -> StepOutput:
         """Advance all worlds by one control period (cfg.substeps Featherstone steps).
