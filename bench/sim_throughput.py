@@ -26,7 +26,7 @@ import warp as wp
 
 from bcg_sim import g1
 from bcg_sim.diffsim import G1DiffEnv, Simulator, load_sim_config
-from bcg_sim.diffsim.model import newton_builder
+from bcg_sim.diffsim.model import newton_builder, pd_gains
 
 
 REPEATS = 3  # timed runs per measurement; the best is reported (the machine is shared)
@@ -69,10 +69,9 @@ def stock_model(cfg, n: int):
     for i in range(one.shape_count):
         one.shape_material_ke[i], one.shape_material_kd[i] = c.ke, c.kd
         one.shape_material_kf[i], one.shape_material_mu[i] = c.kf, c.friction_mu
-    for j, joint in enumerate(g1.joints(cfg.variant)):
-        m = g1.MOTORS[joint.motor]
-        one.joint_target_ke[6 + j] = cfg.actuation.kp_scale * m.kp
-        one.joint_target_kd[6 + j] = cfg.actuation.kd_scale * m.kd
+    for j, (kp, kd) in enumerate(zip(*pd_gains(cfg))):
+        one.joint_target_ke[6 + j] = kp
+        one.joint_target_kd[6 + j] = kd
     b = newton.ModelBuilder()
     b.replicate(one, n, separate_worlds=True)
     ground = newton.ModelBuilder.ShapeConfig(ke=c.ke, kd=c.kd, kf=c.kf, mu=c.friction_mu)

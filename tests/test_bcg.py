@@ -18,7 +18,7 @@ STEPS = 8  # control steps; the dropped world touches down in step 5
 
 def make_env(n: int, *, sigma=0.0, sigma_v=0.0, enabled=True, branches=2, horizon=2, pool_size=8, kappa=300.0):
     c = load_sim_config()
-    c = dc.replace(c, actuation=dc.replace(c.actuation, kp_scale=10.0, kd_scale=3.0),
+    c = dc.replace(c, actuation=dc.replace(c.actuation, gains="stand"),
                    bcg=dc.replace(c.bcg, enabled=enabled, sigma=sigma, sigma_v=sigma_v, branches=branches,
                                   horizon=horizon, pool_size=pool_size)).with_kappa(kappa)
     env = G1DiffEnv(c, n)

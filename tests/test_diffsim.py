@@ -14,15 +14,14 @@ from bcg_sim.diffsim import (G1DiffEnv, SimState, Simulator, from_newton, load_s
                              to_newton)
 from bcg_sim.motion import Motion
 
-# A *passive* PD at the joint table's gains cannot balance the G1 (ankle kp 28 N m/rad << m g h ~ 230 N m/rad;
-# it falls in MuJoCo too). Standing tests stiffen it by these factors (docs/sim.md).
-STAND_KP_SCALE, STAND_KD_SCALE = 10.0, 3.0
+# A *passive* PD at the motors' policy gains cannot balance the G1 (ankle kp 28 N m/rad << m g h ~ 220 N m/rad;
+# it falls in MuJoCo too), so the tests use the bring-up gains bcg_sim.g1.stand_gains() (docs/sim.md).
 
 
-def cfg_with(kappa: float = 100.0, kp_scale: float = STAND_KP_SCALE, kd_scale: float = STAND_KD_SCALE,
+def cfg_with(kappa: float = 100.0, gains: str = "stand", kp_scale: float = 1.0, kd_scale: float = 1.0,
              bcg: bool = False):
     c = load_sim_config()
-    c = dc.replace(c, actuation=dc.replace(c.actuation, kp_scale=kp_scale, kd_scale=kd_scale),
+    c = dc.replace(c, actuation=dc.replace(c.actuation, gains=gains, kp_scale=kp_scale, kd_scale=kd_scale),
                    bcg=dc.replace(c.bcg, enabled=bcg))
     return c.with_kappa(kappa)
 
@@ -54,6 +53,7 @@ def test_config_file_loads_and_derives_contact_law():
     ({"sim_dt": 0.0003}, "sim_dt"),  # 20 ms is not a whole number of 0.3 ms substeps
     ({"bcg": {"pool": 3}}, "pool"),  # unknown key
     ({"bcg": {"branches": 4, "pool_size": 6}}, "bcg.pool_size"),
+    ({"actuation": {"gains": "soft"}}, "actuation.gains"),
 ])
 def test_bad_config_raises_clear_error(patch, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):

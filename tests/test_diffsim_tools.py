@@ -14,7 +14,7 @@ from bcg_sim.diffsim.gradvar import main as gradvar_main
 
 def test_parity_with_mujoco_short_run():
     cfg = load_sim_config()
-    cfg = dc.replace(cfg, actuation=dc.replace(cfg.actuation, kp_scale=10.0, kd_scale=3.0)).validate()
+    cfg = dc.replace(cfg, actuation=dc.replace(cfg.actuation, gains="stand")).validate()
     r = run_parity(cfg, seconds=0.2, amplitude=0.05)
     assert len(r["rows"]) == 10
     keys = ("final_body_dist_max", "mean_foot_penetration_bcg", "mean_foot_penetration_mujoco")

@@ -5,7 +5,7 @@
 
 parity: the project's G1 starts in its default standing pose in bcg_sim (Newton Featherstone, kappa contact law)
 and in MuJoCo (`bcg_sim.g1.load_mujoco`, its own soft contact), both at dt = sim_dt with the same explicit
-effort-limited PD law, gains and armature, and follows the same PD-target sequence (default pose plus a sum of
+effort-limited PD law, gains (default: the bring-up stand gains) and armature, and follows the same PD-target sequence (default pose plus a sum of
 sines on every joint) for `--seconds`. Reported per control step: body-position divergence (mean and max over
 the 30 bodies of |p_bcg - p_mujoco| [m]) and each simulator's deepest sole-sphere penetration [m].
 """
@@ -42,9 +42,7 @@ def run_parity(cfg, seconds: float, amplitude: float) -> dict:
     d = mujoco.MjData(m)
     m.opt.timestep = cfg.sim_dt
     motors = [g1.MOTORS[j.motor] for j in g1.joints(cfg.variant)]
-    kp = np.array([cfg.actuation.kp_scale * mo.kp for mo in motors])
-    kd = np.array([cfg.actuation.kd_scale * mo.kd for mo in motors])
-    effort = np.array([mo.effort_limit for mo in motors])
+    kp, kd, effort = (a.numpy().astype(np.float64) for a in (sim.m.kp, sim.m.kd, sim.m.effort_limit))
     m.dof_armature[6:] = np.maximum([mo.armature for mo in motors], cfg.actuation.min_armature)
     m.actuator_ctrlrange[:] = np.stack([-effort, effort], 1)
     d.qpos[:] = g1.default_qpos(cfg.variant)
@@ -75,8 +73,8 @@ def run_parity(cfg, seconds: float, amplitude: float) -> dict:
                              pen_bcg=float(o.foot_penetration.max()), pen_mujoco=pen_mj,
                              root_z_bcg=float(p_bcg[0, 2]), root_z_mujoco=float(p_mj[0, 2])))
     return dict(
-        seconds=seconds, kappa=cfg.contact.kappa, amplitude=amplitude, kp_scale=cfg.actuation.kp_scale,
-        kd_scale=cfg.actuation.kd_scale, sim_dt=cfg.sim_dt,
+        seconds=seconds, kappa=cfg.contact.kappa, amplitude=amplitude, gains=cfg.actuation.gains,
+        kp_scale=cfg.actuation.kp_scale, kd_scale=cfg.actuation.kd_scale, sim_dt=cfg.sim_dt,
         final_body_dist_mean=rows[-1]["body_dist_mean"], final_body_dist_max=rows[-1]["body_dist_max"],
         mean_body_dist_mean=float(np.mean([r["body_dist_mean"] for r in rows])),
         mean_foot_penetration_bcg=float(np.mean([r["pen_bcg"] for r in rows])),
@@ -91,11 +89,11 @@ def _parity(args) -> int:
     cfg = load_sim_config(args.config)
     if args.kappa is not None:
         cfg = cfg.with_kappa(args.kappa)
-    act = dc.replace(cfg.actuation, kp_scale=args.kp_scale, kd_scale=args.kd_scale)
+    act = dc.replace(cfg.actuation, gains=args.gains, kp_scale=args.kp_scale, kd_scale=args.kd_scale)
     cfg = dc.replace(cfg, actuation=act).validate()
     r = run_parity(cfg, args.seconds, args.amplitude)
     print(f"bcg_sim vs MuJoCo: G1, {args.seconds:g} s, dt {cfg.sim_dt * 1e3:g} ms, kappa {cfg.contact.kappa:g} kN/m, "
-          f"PD gains x{args.kp_scale:g}/x{args.kd_scale:g}, target amplitude {args.amplitude:g} rad")
+          f"{args.gains} PD gains x{args.kp_scale:g}/x{args.kd_scale:g}, target amplitude {args.amplitude:g} rad")
     print(f"{'t [s]':>6} {'body |dp| mean':>15} {'max':>8} {'pen bcg [mm]':>13} {'pen mj [mm]':>12} "
           f"{'z bcg':>7} {'z mj':>7}")
     every = max(1, len(r["rows"]) // 10)
@@ -128,8 +126,10 @@ def main(argv=None) -> int:
     p.add_argument("--seconds", type=float, default=1.0)
     p.add_argument("--kappa", type=float, default=None, help="contact stiffness [kN/m] (default: config)")
     p.add_argument("--amplitude", type=float, default=0.05, help="PD target sine amplitude [rad]")
-    p.add_argument("--kp-scale", type=float, default=10.0, help="x table kp (10: the G1 stands under passive PD)")
-    p.add_argument("--kd-scale", type=float, default=3.0, help="x table kd")
+    p.add_argument("--gains", choices=("stand", "policy"), default="stand",
+                   help="stand: bcg_sim.g1.stand_gains() (holds the pose); policy: the motors' gains (it falls)")
+    p.add_argument("--kp-scale", type=float, default=1.0, help="x kp")
+    p.add_argument("--kd-scale", type=float, default=1.0, help="x kd")
     p.add_argument("--json", default=None, help="write all rows to this JSON file")
     p.set_defaults(func=_parity)
     w = sub.add_parser("warmup", help="compile and cache the Warp kernels")

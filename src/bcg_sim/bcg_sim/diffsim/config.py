@@ -58,8 +58,9 @@ class ContactConfig:
 class ActuationConfig:
     action_scale: float = 0.25  # [rad] per unit action
     min_armature: float = 0.01  # [kg m^2]
-    kp_scale: float = 1.0  # multiplies the joint table's kp (1 = Unitree/BeyondMimic gains)
-    kd_scale: float = 1.0  # multiplies the joint table's kd
+    gains: str = "policy"  # "policy": MOTORS kp/kd (BeyondMimic); "stand": bcg_sim.g1.stand_gains()
+    kp_scale: float = 1.0  # multiplies the chosen kp
+    kd_scale: float = 1.0  # multiplies the chosen kd
 
 
 @dataclass
@@ -142,6 +143,8 @@ class SimConfig:
              f"whole number of substeps of {self.sim_dt} s")
         need(self.max_tape_steps >= 1, "max_tape_steps", "must be >= 1")
         need(self.actuation.min_armature >= 0, "actuation.min_armature", "must be >= 0")
+        need(self.actuation.gains in ("policy", "stand"), "actuation.gains",
+             f"must be 'policy' or 'stand', got {self.actuation.gains!r}")
         need(self.actuation.kp_scale >= 0, "actuation.kp_scale", "must be >= 0")
         need(self.actuation.kd_scale >= 0, "actuation.kd_scale", "must be >= 0")
         need(self.termination.min_root_height >= 0, "termination.min_root_height", "must be >= 0")

@@ -5,8 +5,9 @@ the MJCF (no meshes, no sites, no self-collision); we then
 
 - set each hinge's armature from its motor (`bcg_sim.g1.joints.MOTORS`), at least `actuation.min_armature`
   (Featherstone at dt 0.5 ms goes NaN with less, see docs/sim.md);
-- zero Newton's built-in joint drive (kp = kd = 0): PD with effort limits is our own kernel, so gains and
-  limits come from the joint table and the torque is clamped the way the real motor is;
+- zero Newton's built-in joint drive (kp = kd = 0): PD with effort limits is our own kernel, so gains (the
+  motors' policy gains, or `bcg_sim.g1.stand_gains()` with actuation.gains = "stand") and effort limits come
+  from the joint table and the torque is clamped the way the real motor is;
 - build the contact sphere table: the four sole spheres of each foot (`g1.foot_sphere_positions()`,
   `g1.FOOT_SPHERE_RADIUS`) and one sphere per body listed in `contact.body_spheres`, at that body's COM, so a
   falling robot lands on its pelvis, torso, knees or hands. Newton's own collision shapes and pipeline are
@@ -55,6 +56,17 @@ def newton_builder(variant: str = "29dof", *, armature_min: float = 0.0) -> newt
         dof = kernels.FREE_DOFS + j
         b.joint_armature[dof] = max(g1.MOTORS[joint.motor].armature, armature_min)
     return b
+
+
+def pd_gains(cfg: SimConfig) -> tuple[list[float], list[float]]:
+    """(kp [29] N m/rad, kd [29] N m s/rad) in motor order: the motors' policy gains or the bring-up stand
+    gains (actuation.gains), times actuation.kp_scale / kd_scale."""
+    if cfg.actuation.gains == "stand":  # bring-up gains that hold the default pose without a policy
+        kp, kd = g1.stand_gains(cfg.variant)
+    else:  # the motors' policy gains (joint table)
+        motors = [g1.MOTORS[j.motor] for j in g1.joints(cfg.variant)]
+        kp, kd = [m.kp for m in motors], [m.kd for m in motors]
+    return [cfg.actuation.kp_scale * k for k in kp], [cfg.actuation.kd_scale * k for k in kd]
 
 
 @dataclass
@@ -124,6 +136,7 @@ def build_model(cfg: SimConfig, num_worlds: int, *, requires_grad: bool = True) 
         raise ConfigError(f"a contact body has {counts.max()} spheres; kernels handle {kernels.MAX_SPHERES_PER_BODY}")
 
     motors = [g1.MOTORS[j.motor] for j in g1.joints(cfg.variant)]
+    kp_table, kd_table = pd_gains(cfg)
     default_q = np.concatenate([g1.default_qpos(cfg.variant)[:3], [0.0, 0.0, 0.0, 1.0],
                                 g1.default_joint_pos(cfg.variant)])
     dev = cfg.device
@@ -141,8 +154,8 @@ def build_model(cfg: SimConfig, num_worlds: int, *, requires_grad: bool = True) 
         foot_body=foot_body,  # type: ignore[arg-type]
         root_com_b=np.array(one.body_com[0], dtype=float),
         default_joint_q=default_q,
-        kp=arr([cfg.actuation.kp_scale * m.kp for m in motors], float),
-        kd=arr([cfg.actuation.kd_scale * m.kd for m in motors], float),
+        kp=arr(kp_table, float),
+        kd=arr(kd_table, float),
         effort_limit=arr([m.effort_limit for m in motors], float),
         contact_body=arr(bodies, int),
         sphere_start=arr(starts, int),
