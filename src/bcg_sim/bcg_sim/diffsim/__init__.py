@@ -3,6 +3,13 @@ Gradients. Modules: config (SimConfig, config/sim.yaml), model (Newton model + c
 kernels (Warp kernels), state (bcg <-> Newton state conventions), bridge (torch autograd Function per
 control step), bundle (BCG), env (batched env with reset/step/termination). Docs: docs/sim.md."""
 
+import os
+
+import warp as wp
+
+# Warp logs every (cached) module load; that buries progress bars and results. BCG_WARP_VERBOSE=1 keeps it.
+wp.config.quiet = os.environ.get("BCG_WARP_VERBOSE", "0") != "1"
+
 from bcg_sim.diffsim.bridge import Simulator, StepOutput  # noqa: F401
 from bcg_sim.diffsim.bundle import BCGStats, Bundler, bundle_mean, quat_mean_about, sample_ball  # noqa: F401
 from bcg_sim.diffsim.config import (  # noqa: F401

@@ -31,7 +31,8 @@ def observation(state, default_joint_pos: torch.Tensor) -> torch.Tensor:
                       state.root_ang_vel_w], dim=-1)
 
 
-def per_world_gradients(env, motion, frames: np.ndarray, horizon: int, seed: int) -> tuple[np.ndarray, float, int]:
+def per_world_gradients(env, motion, frames: np.ndarray, horizon: int, seed: int,
+                        progress=None) -> tuple[np.ndarray, float, int]:
     """([N, P] gradient of each world's cost w.r.t. its own copy of the policy parameters, mean cost,
     number of touchdowns by the BCG rule -- counted with BCG off too)."""
     n = env.num_worlds
@@ -58,6 +59,8 @@ def per_world_gradients(env, motion, frames: np.ndarray, horizon: int, seed: int
         f = torch.clamp(torch.round(frames_t + (t + 1) * step_frames).long(), max=motion.num_frames - 1)
         cost = cost + ((state.joint_pos - ref_jp[f]) ** 2).sum(-1) \
             + ROOT_WEIGHT * ((state.root_pos_w - ref_rp[f]) ** 2).sum(-1)
+        if progress is not None:
+            progress.update(1)
     cost = cost / horizon
     cost.sum().backward()  # world i's cost depends only on world i's parameter copy
     grads = torch.cat([W.grad.reshape(n, -1), b.grad], dim=1)
@@ -87,13 +90,23 @@ def main(argv=None) -> int:
     ap.add_argument("--kappas", type=float, nargs="+", default=[50.0, 100.0, 300.0])
     ap.add_argument("--bootstrap", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--pool-size", type=int, default=None,
+                    help="BCG branch worlds (default: the config's; B x worlds never overflows)")
+    ap.add_argument("--sigma", type=float, default=None, help="BCG position radius [m] (default: config)")
+    ap.add_argument("--sigma-v", type=float, default=None, help="BCG velocity radius [m/s] (default: config)")
     ap.add_argument("--out", default="runs/gradvar")
     args = ap.parse_args(argv)
 
     import bcg_sim.motion
     from bcg_sim.diffsim import G1DiffEnv, load_sim_config
 
+    from tqdm import tqdm
+
     base = load_sim_config(args.config)
+    overrides = {k: v for k, v in (("pool_size", args.pool_size), ("sigma", args.sigma),
+                                   ("sigma_v", args.sigma_v)) if v is not None}
+    base = dc.replace(base, bcg=dc.replace(base.bcg, **overrides))
+    base.validate()
     motion = bcg_sim.motion.load(args.motion)
     last_start = motion.num_frames - 1 - int(np.ceil(args.horizon * motion.fps / base.control_hz))
     if last_start < 0:
@@ -103,11 +116,13 @@ def main(argv=None) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
+    progress = tqdm(total=2 * len(args.kappas) * args.horizon, unit="step", desc="gradvar")
     for kappa in args.kappas:
         for enabled in (False, True):
             cfg = dc.replace(base, bcg=dc.replace(base.bcg, enabled=enabled)).with_kappa(kappa)
             env = G1DiffEnv(cfg, args.worlds)
-            grads, cost, touchdowns = per_world_gradients(env, motion, frames, args.horizon, args.seed)
+            progress.set_postfix(kappa=kappa, bcg=enabled)
+            grads, cost, touchdowns = per_world_gradients(env, motion, frames, args.horizon, args.seed, progress)
             finite = np.isfinite(grads).all(1)
             st = variance_stats(grads[finite], args.bootstrap, rng)
             bs = env.bcg_stats()
@@ -115,10 +130,11 @@ def main(argv=None) -> int:
                        touchdowns=touchdowns, bundles=bs.bundles_completed, overflow=bs.overflow,
                        branch_spread_pos=bs.branch_spread_pos)
             rows.append(row)
-            print(f"kappa {kappa:>5g} BCG {'on ' if enabled else 'off'}: var {st['var']:.3e} +- {st['var_std']:.1e}  "
-                  f"rel {st['rel_var']:.3e} +- {st['rel_var_std']:.1e}  |g| {st['grad_norm_mean']:.3e}  "
-                  f"cost {cost:.3f}  touchdowns {touchdowns} bundles {bs.bundles_completed} overflow {bs.overflow}",
-                  flush=True)
+            progress.write(f"kappa {kappa:>5g} BCG {'on ' if enabled else 'off'}: var {st['var']:.3e} "
+                           f"+- {st['var_std']:.1e}  rel {st['rel_var']:.3e} +- {st['rel_var_std']:.1e}  "
+                           f"|g| {st['grad_norm_mean']:.3e}  cost {cost:.3f}  touchdowns {touchdowns} "
+                           f"bundles {bs.bundles_completed} overflow {bs.overflow}")
+    progress.close()
     csv_path = out_dir / "gradvar.csv"
     with open(csv_path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
