@@ -12,7 +12,8 @@ Timing: a dedicated loop thread ticks at cmd_rate_hz (500 Hz) with absolute dead
 every tick (holding the latest targets); the policy runs every control_dt (from the policy's metadata) on
 a tick. The ROS executor (subscription, services) runs in another thread and only stores the latest
 validated state and queues operator events, so the loop never waits on ROS callbacks.
-State machine and safety: see state_machine.py and safety.py.
+State machine and safety: see state_machine.py and safety.py. Gains: MOVE_TO_DEFAULT and HOLD use the joint
+table's stand gains (bcg_sim.g1.stand_gains); RUN uses the policy's kp/kd from its metadata.
 """
 
 from __future__ import annotations
