@@ -42,8 +42,10 @@ def test_bridge_and_policy_node_processes_keep_the_robot_up(tmp_path):
         press = ros.node.create_publisher(String, "/sim/press", 10)
         wait_for(lambda: any("-> HOLD" in t for t in transitions), 40.0,
                  "policy node in HOLD (auto start -> default pose)")
+        # A message published before discovery has matched the bridge's subscription is lost.
+        wait_for(lambda: press.get_subscription_count() >= 1, 10.0, "the bridge subscribed to /sim/press")
         press.publish(String(data="start"))
-        wait_for(lambda: any("-> RUN" in t for t in transitions), 5.0, "RUN after pressing start")
+        wait_for(lambda: any("-> RUN" in t for t in transitions), 10.0, "RUN after pressing start")
         n0 = len(z)
         time.sleep(RUN_S)
         in_run = z[n0:]
