@@ -92,7 +92,8 @@ def test_replay_publishes_with_original_timing(recorded_bag):
     ros.node.create_subscription(LowState, "/lowstate", lambda m: got.append((time.monotonic(), m)), 100)
     try:
         r = subprocess.run([sys.executable, "-m", "bcg_policy_node.replay", str(path), "--topics", "/lowstate",
-                            "--rate", "2", "--delay", "3"], capture_output=True, text=True, timeout=60, cwd=REPO)
+                            "--rate", "2", "--delay", "0", "--wait-subscribers", "1"],
+                           capture_output=True, text=True, timeout=60, cwd=REPO)
         assert r.returncode == 0, r.stderr
         wait_for(lambda: len(got) == N, 5.0, f"all {N} replayed LowStates (got {len(got)}; {r.stdout.strip()})")
     finally:

@@ -1,8 +1,9 @@
 """bcg-replay: play a deployment bag back on its topics, or re-run the policy on it offline.
 
-    bcg-replay BAG [--rate R] [--topics T ...] [--delay S]
+    bcg-replay BAG [--rate R] [--topics T ...] [--delay S] [--wait-subscribers N]
         publishes every message on its original topic with real rclpy publishers, keeping the recorded
-        spacing (divided by --rate), after --delay s for subscribers to connect.
+        spacing (divided by --rate), after --delay s (and, with --wait-subscribers N, once N subscribers
+        matched on every topic).
     bcg-replay BAG --check-policy DIR [--tolerance RAD]
         deploy consistency check: for every RUN segment of the bag (from /policy_node/transitions) the policy
         in DIR is run offline on the recorded /lowstate, with the policy node's own runner (same observation
@@ -33,8 +34,13 @@ TRANSITIONS_TOPIC = "/policy_node/transitions"
 # Playback
 
 
-def play(bag: str | Path, rate: float = 1.0, topics: Sequence[str] | None = None, delay_s: float = 1.0) -> int:
-    """Publish the bag's messages with their recorded spacing / rate; returns the number published."""
+def play(bag: str | Path, rate: float = 1.0, topics: Sequence[str] | None = None, delay_s: float = 1.0,
+         wait_subscribers: int = 0, wait_timeout_s: float = 30.0) -> int:
+    """Publish the bag's messages with their recorded spacing / rate; returns the number published.
+
+    Playback starts after `delay_s`, and, with wait_subscribers > 0, once every chosen topic has that many
+    matched subscribers (DDS discovery takes longer on a loaded machine; a sample published before the match
+    is lost). Waiting longer than wait_timeout_s is an error."""
     import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
@@ -51,6 +57,7 @@ def play(bag: str | Path, rate: float = 1.0, topics: Sequence[str] | None = None
         qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
         pubs = {t: node.create_publisher(message_class(available[t][0]), t, qos) for t in chosen}
         time.sleep(delay_s)  # let subscribers discover the publishers
+        _wait_for_subscribers(pubs, wait_subscribers, wait_timeout_s)
         n, t_wall0, t_bag0 = 0, None, None
         for msg in read_bag(bag, chosen):
             if t_wall0 is None:
@@ -66,6 +73,15 @@ def play(bag: str | Path, rate: float = 1.0, topics: Sequence[str] | None = None
     finally:
         node.destroy_node()
         rclpy.try_shutdown()
+
+
+def _wait_for_subscribers(pubs: dict, count: int, timeout_s: float) -> None:
+    end = time.monotonic() + timeout_s
+    while any(p.get_subscription_count() < count for p in pubs.values()):
+        if time.monotonic() > end:
+            short = [t for t, p in pubs.items() if p.get_subscription_count() < count]
+            raise BagError(f"no {count} subscriber(s) on {short} after {timeout_s} s")
+        time.sleep(0.01)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -161,6 +177,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--rate", type=float, default=1.0, help="playback speed factor (default 1)")
     ap.add_argument("--topics", nargs="+", default=None, help="only these topics (default: all)")
     ap.add_argument("--delay", type=float, default=1.0, help="s to wait for subscribers before playing")
+    ap.add_argument("--wait-subscribers", type=int, default=0, metavar="N",
+                    help="also wait until every replayed topic has N matched subscribers (up to 30 s)")
     ap.add_argument("--check-policy", metavar="DIR", default=None,
                     help="re-run this policy offline on the recorded /lowstate and compare with /lowcmd")
     ap.add_argument("--tolerance", type=float, default=1e-3,
@@ -180,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"max {r.max_diff:.3e} rad, mean {r.mean_diff:.3e} rad (tolerance {args.tolerance:.1e}); "
                   f"kp/kd relative difference max {r.max_gain_diff:.1e} -> {'OK' if ok else 'MISMATCH'}")
             return 0 if ok else 1
-        n = play(args.bag, args.rate, args.topics, args.delay)
+        n = play(args.bag, args.rate, args.topics, args.delay, args.wait_subscribers)
         print(f"bcg-replay: published {n} messages from {args.bag}")
         return 0
     except (BagError, ValueError, OSError) as exc:
