@@ -10,17 +10,20 @@ import numpy as np
 import pytest
 import torch
 
+from bcg_sim.config import ConfigError
 from bcg_sim.diffsim import Bundler, G1DiffEnv, bundle_mean, load_sim_config, quat_mean_about, sample_ball
-from bcg_sim.diffsim.bundle import _qmul, quat_exp
+from bcg_sim.diffsim.bundle import LegJacobian, _qmul, quat_exp
 
 STEPS = 8  # control steps; the dropped world touches down in step 5
 
 
-def make_env(n: int, *, sigma=0.0, sigma_v=0.0, enabled=True, branches=2, horizon=2, pool_size=8, kappa=300.0):
+def make_env(n: int, *, sigma=0.0, sigma_v=0.0, enabled=True, branches=2, horizon=2, pool_size=8, kappa=300.0,
+             perturbation=None):
     c = load_sim_config()
     c = dc.replace(c, actuation=dc.replace(c.actuation, gains="stand"),
                    bcg=dc.replace(c.bcg, enabled=enabled, sigma=sigma, sigma_v=sigma_v, branches=branches,
-                                  horizon=horizon, pool_size=pool_size)).with_kappa(kappa)
+                                  horizon=horizon, pool_size=pool_size,
+                                  perturbation=perturbation or c.bcg.perturbation)).with_kappa(kappa)
     env = G1DiffEnv(c, n)
     return env
 
@@ -45,9 +48,10 @@ def rollout(env: G1DiffEnv, dropped: list[int], steps: int = STEPS):
     return env.joint_q.detach(), env.joint_qd.detach(), [a.grad.clone() for a in acts], outs
 
 
-def test_zero_radius_bundle_reproduces_unbundled_rollout_and_gradient():
+@pytest.mark.parametrize("perturbation", ["base", "leg"])
+def test_zero_radius_bundle_reproduces_unbundled_rollout_and_gradient(perturbation):
     q0, qd0, g0, _ = rollout(make_env(2, enabled=False), dropped=[0])
-    env = make_env(2, sigma=0.0, sigma_v=0.0, branches=4, horizon=2)
+    env = make_env(2, sigma=0.0, sigma_v=0.0, branches=4, horizon=2, perturbation=perturbation)
     q1, qd1, g1, outs = rollout(env, dropped=[0])
     st = env.bcg_stats()
     assert st.bundles_completed >= 1 and any(o.bundled[0] for o in outs)
@@ -57,9 +61,10 @@ def test_zero_radius_bundle_reproduces_unbundled_rollout_and_gradient():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5 * float(a.abs().max()))
 
 
-def test_worlds_outside_the_bundle_are_unaffected():
+@pytest.mark.parametrize("perturbation", ["base", "leg"])
+def test_worlds_outside_the_bundle_are_unaffected(perturbation):
     q0, qd0, g0, _ = rollout(make_env(3, enabled=False), dropped=[1])
-    env = make_env(3, sigma=0.01, sigma_v=0.1, branches=4, horizon=2)
+    env = make_env(3, sigma=0.01, sigma_v=0.1, branches=4, horizon=2, perturbation=perturbation)
     q1, qd1, g1, outs = rollout(env, dropped=[1])
     st = env.bcg_stats()
     assert st.bundles_completed >= 1 and st.branch_spread_pos > 0
@@ -116,7 +121,8 @@ def test_bundling_a_linear_system_returns_the_unperturbed_mean():
     def step_chunk(chunk, target, q, qd):
         return step(target, q, qd)
 
-    cfg = dc.replace(load_sim_config().bcg, branches=6, horizon=3, sigma=0.3, sigma_v=0.7, pool_size=6, antithetic=True)
+    cfg = dc.replace(load_sim_config().bcg, branches=6, horizon=3, sigma=0.3, sigma_v=0.7, pool_size=6, antithetic=True,
+                     perturbation="base")
     bundler = Bundler(cfg, step_chunk, quat_slices=(None, None))
     q, qd = torch.randn(2, dq, generator=g, dtype=torch.float32), torch.randn(2, dv, generator=g)
     targets = [torch.randn(2, nj, generator=g) for _ in range(cfg.horizon)]
@@ -167,3 +173,84 @@ def test_bundle_mean_gradient_goes_to_branches_only(quat):
     assert main.grad is None or float(main.grad.abs().max()) == 0.0
     torch.testing.assert_close(branches.grad.sum(0)[:, :3], w[:, :3])
     assert np.isfinite(branches.grad.numpy()).all()
+
+
+# ------------------------------------------------------------------------- "leg" perturbation mapping
+
+
+def _touchdown_state(frame: int = 40):
+    """Newton (q [36], qd [35]) of the built-in run clip at `frame` (a bent stance/swing leg pose)."""
+    import bcg_sim.motion
+    from bcg_sim.diffsim.env import motion_state
+    from bcg_sim.diffsim.state import to_newton
+
+    lj = LegJacobian(0.03)
+    com = torch.as_tensor(lj.model.body_com.numpy()[0], dtype=torch.float32)
+    q, qd = to_newton(motion_state(bcg_sim.motion.load("run"), torch.tensor([frame])), com)
+    return lj, q[0], qd[0]
+
+
+def test_leg_jacobian_matches_finite_differences_of_newton_fk():
+    lj, q, _ = _touchdown_state()
+    for foot in (0, 1):
+        J = lj.jacobian(q, foot)
+        _, qi, _ = lj.legs[foot]
+        p0 = lj.sole_points(q.double())[foot]
+        for k, i in enumerate(qi):  # central differences in float64 coordinates (FK runs in float32)
+            qp, qm = q.double().clone(), q.double().clone()
+            qp[i] += 1e-3
+            qm[i] -= 1e-3
+            fd = (lj.sole_points(qp)[foot] - lj.sole_points(qm)[foot]) / 2e-3
+            np.testing.assert_allclose(J[:, k], fd, atol=2e-3)
+        assert np.abs(p0).max() < 5.0
+
+
+@pytest.mark.parametrize("foot", [0, 1])
+def test_leg_perturbation_moves_only_the_contacting_foot_within_the_ball(foot):
+    """'leg': the sole centre moves by the sampled dp (and its velocity by dv) up to linearisation and DLS
+    damping error; base coordinates, the other leg and every other joint are untouched (bitwise)."""
+    lj, q0, qd0 = _touchdown_state()
+    sigma, sigma_v = 0.02, 0.2
+    cfg = dc.replace(load_sim_config().bcg, branches=8, horizon=1, sigma=sigma, sigma_v=sigma_v, pool_size=8,
+                     perturbation="leg", leg_damping=0.03)
+    bundler = Bundler(cfg, lambda *a: None, quat_slices=(None, None), leg_map=lj)
+    assert bundler.trigger(0, foot, q0, qd0)
+    b = bundler.bundles[0]
+    _, qi, di = lj.legs[foot]
+    other = [i for i in range(q0.numel()) if i not in qi]
+    other_d = [i for i in range(qd0.numel()) if i not in di]
+    assert torch.equal(b.q[:, other], q0[other].expand(8, -1))  # base and other leg untouched
+    assert torch.equal(b.qd[:, other_d], qd0[other_d].expand(8, -1))
+    p0 = lj.sole_points(q0)
+    J = torch.as_tensor(lj.jacobian(q0, foot), dtype=torch.float32)
+    for k in range(8):
+        p = lj.sole_points(b.q[k])
+        np.testing.assert_allclose(p[1 - foot], p0[1 - foot], atol=1e-6)  # the other foot does not move
+        disp = p[foot] - p0[foot]
+        dp = b.dp[k].numpy()
+        # tolerance: DLS damping shrinks the weakest direction (smallest singular value ~0.1 m here ->
+        # factor ~0.9) plus second-order FK error |dq|^2 * leg length ~ 1 mm at sigma = 2 cm
+        assert np.linalg.norm(disp - dp) <= 0.15 * sigma, (k, disp, dp)
+        assert np.linalg.norm(disp) <= 1.1 * sigma
+        dv_foot = (J @ (b.qd[k, di] - qd0[di])).numpy()  # velocity map is linear in qd: exact via J
+        assert np.linalg.norm(dv_foot - b.dv[k].numpy()) <= 0.15 * sigma_v
+        assert np.linalg.norm(dv_foot) <= 1.1 * sigma_v
+
+
+def test_zero_radius_leg_perturbation_is_exact():
+    lj, q0, qd0 = _touchdown_state()
+    cfg = dc.replace(load_sim_config().bcg, branches=4, sigma=0.0, sigma_v=0.0, pool_size=4, perturbation="leg")
+    bundler = Bundler(cfg, lambda *a: None, quat_slices=(None, None), leg_map=lj)
+    q0, qd0 = q0.clone().requires_grad_(True), qd0.clone().requires_grad_(True)
+    assert bundler.trigger(0, 1, q0, qd0)
+    b = bundler.bundles[0]
+    assert torch.equal(b.q, q0.detach().expand(4, -1)) and torch.equal(b.qd, qd0.detach().expand(4, -1))
+    (b.q.sum() + b.qd.sum()).backward()  # differentiable w.r.t. the bundled state
+    assert torch.equal(q0.grad, torch.full_like(q0, 4.0)) and torch.equal(qd0.grad, torch.full_like(qd0, 4.0))
+
+
+@pytest.mark.parametrize("bad", [dict(perturbation="foot"), dict(perturbation="leg", leg_damping=0.0)])
+def test_bad_perturbation_config_raises(bad):
+    c = load_sim_config()
+    with pytest.raises(ConfigError, match="bcg"):
+        dc.replace(c, bcg=dc.replace(c.bcg, **bad)).validate()

@@ -162,7 +162,113 @@ class _Bundle:
     chunk: int  # index of the B-world branch simulator it occupies
     q: torch.Tensor  # [B, Dq] branch states (graph-connected)
     qd: torch.Tensor  # [B, Dv]
+    dp: torch.Tensor | None = None  # [B, 3] sampled foot displacements [m] (diagnostics / tests)
+    dv: torch.Tensor | None = None  # [B, 3] sampled foot velocity changes [m/s]
     steps_done: int = 0
+
+
+class LegJacobian:
+    """Foot-local perturbation map of the G1 ("leg" mapping): for a world state q [36] (Newton layout) and a
+    foot, the damped pseudo-inverse J+ [6, 3] of the translational Jacobian J [3, 6] of that foot's sole centre
+    (mean of its sole-sphere centres, in the ankle-roll frame) w.r.t. the 6 hinges of its leg, and their
+    coordinate / DoF indices.
+
+    J is analytic from one forward kinematics of q: column i = a_i x (p_sole - p_i), with a_i the world axis
+    and p_i the world origin of hinge i. J+ = J^T (J J^T + lambda^2 I)^-1 (lambda = bcg.leg_damping), so its
+    gain is at most 1/(2 lambda) even at a straight knee. It is evaluated on the detached state: the map is a
+    fixed linear map of the sampled noise (no gradient through J). Uses one preallocated 1-world Newton model
+    and state on the CPU (built once; eval_fk per trigger, no allocation of Newton objects per step)."""
+
+    def __init__(self, damping: float, variant: str = "29dof"):
+        import newton
+        import numpy as np
+
+        from bcg_sim import g1
+        from bcg_sim.diffsim.model import newton_builder
+
+        self._newton, self._np = newton, np
+        self.damping = float(damping)
+        b = newton_builder(variant)
+        self.model = b.finalize(device="cpu", requires_grad=False)
+        self.state = self.model.state()
+        body_names = [lbl.split("/")[-1] for lbl in b.body_label]
+        self.foot_body = tuple(body_names.index(f) for f in g1.FOOT_BODIES)
+        self.sole_b = g1.foot_sphere_positions().mean(0)  # sole centre in the ankle-roll frame [m]
+        parent = self.model.joint_parent.numpy()
+        self.child = child = self.model.joint_child.numpy()
+        jtype = self.model.joint_type.numpy()
+        q_start = self.model.joint_q_start.numpy()
+        qd_start = self.model.joint_qd_start.numpy()
+        self.X_c = self.model.joint_X_c.numpy().astype(np.float64)  # [J, 7] p, q xyzw
+        self.axis = self.model.joint_axis.numpy().astype(np.float64)  # [D, 3] in the joint frame
+        self.legs = []  # per foot: (joints (root -> foot), q indices [6], qd indices [6])
+        for fb in self.foot_body:
+            joints, body = [], fb
+            while body >= 0:
+                j = int(np.nonzero(child == body)[0][0])
+                if jtype[j] == int(newton.JointType.REVOLUTE):
+                    joints.append(j)
+                body = int(parent[j])
+            joints = joints[::-1]
+            if len(joints) != 6:
+                raise RuntimeError(f"leg of {body_names[fb]} has {len(joints)} hinges, expected 6")
+            self.legs.append((joints, [int(q_start[j]) for j in joints], [int(qd_start[j]) for j in joints]))
+
+    @staticmethod
+    def _rotate(q, v):
+        """Rotate v [..., 3] by x y z w quaternions q [..., 4] (numpy)."""
+        import numpy as np
+        u, w = q[..., :3], q[..., 3:]
+        t = 2.0 * np.cross(u, v)
+        return v + w * t + np.cross(u, t)
+
+    def fk(self, q) -> tuple:
+        """(body_q [30, 7], body_qd [30, 6]) of one world's state q [36] (qd zero), float64 numpy."""
+        np = self._np
+        qn = np.asarray(q.detach().cpu() if isinstance(q, torch.Tensor) else q, dtype=np.float32)
+        self.state.joint_q.assign(qn)
+        self.state.joint_qd.zero_()
+        self._newton.eval_fk(self.model, self.state.joint_q, self.state.joint_qd, self.state)
+        return self.state.body_q.numpy().astype(np.float64), self.state.body_qd.numpy().astype(np.float64)
+
+    def sole_points(self, q) -> "np.ndarray":
+        """[2, 3] world positions of the (left, right) sole centres of state q [36] [m]."""
+        bq, _ = self.fk(q)
+        return self._np.stack([bq[fb, :3] + self._rotate(bq[fb, 3:], self.sole_b) for fb in self.foot_body])
+
+    def jacobian(self, q, foot: int) -> "np.ndarray":
+        """[3, 6] d p_sole / d q_leg of `foot` at state q [36] (world frame, float64)."""
+        np = self._np
+        bq, _ = self.fk(q)
+        fb = self.foot_body[foot]
+        p = bq[fb, :3] + self._rotate(bq[fb, 3:], self.sole_b)
+        joints, _, dofs = self.legs[foot]
+        cols = []
+        for j, d in zip(joints, dofs):
+            Xb = bq[int(self.child[j])]
+            # joint frame in world = X_child * X_c[j]
+            rot = _np_qmul(Xb[3:], self.X_c[j, 3:])
+            origin = Xb[:3] + self._rotate(Xb[3:], self.X_c[j, :3])
+            a = self._rotate(rot, self.axis[d])
+            cols.append(np.cross(a, p - origin))
+        return np.stack(cols, axis=1)
+
+    def __call__(self, q, foot: int) -> tuple[torch.Tensor, list[int], list[int]]:
+        """(J+ [6, 3] float32 on q's device, q indices [6], qd indices [6]) of `foot`'s leg at state q."""
+        np = self._np
+        J = self.jacobian(q, foot)
+        P = J.T @ np.linalg.inv(J @ J.T + self.damping ** 2 * np.eye(3))
+        _, qi, di = self.legs[foot]
+        return torch.as_tensor(P, dtype=torch.float32, device=q.device), qi, di
+
+
+def _np_qmul(a, b):
+    """Hamilton product of x y z w quaternions (numpy, 1-D)."""
+    import numpy as np
+    ax, ay, az, aw = a
+    bx, by, bz, bw = b
+    return np.array([aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
+                     aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz])
 
 
 # Branch stepper: (chunk, target [B, J], q [B, Dq], qd [B, Dv]) -> tuple of outputs [B, ...]; outputs[0] and
@@ -180,8 +286,13 @@ class Bundler:
     """
 
     def __init__(self, cfg: BCGConfig, step_chunk: Stepper, quat_slices: tuple[slice | None, ...],
-                 root_pos: slice = slice(0, 3), root_lin_vel: slice = slice(0, 3)):
+                 root_pos: slice = slice(0, 3), root_lin_vel: slice = slice(0, 3),
+                 leg_map: Callable | None = None):
         self.cfg = cfg
+        # "leg" mapping: (q_start [Dq], foot) -> (J+ [n, 3], q indices [n], qd indices [n]); the G1's by default
+        self.leg_map = leg_map
+        if cfg.perturbation == "leg" and leg_map is None:
+            self.leg_map = LegJacobian(cfg.leg_damping)
         self.step_chunk = step_chunk
         self.num_chunks = cfg.pool_size // cfg.branches
         self.quat_slices = quat_slices
@@ -232,9 +343,14 @@ class Bundler:
         dv = sample_ball(B, 3, self.cfg.sigma_v, self.gen, self.cfg.antithetic, q_start.device)
         q = q_start.expand(B, -1).clone()
         qd = qd_start.expand(B, -1).clone()
-        q[:, self.root_pos] = q_start[self.root_pos] + dp
-        qd[:, self.root_lin_vel] = qd_start[self.root_lin_vel] + dv
-        self.bundles[world] = _Bundle(world, foot, chunk, q, qd)
+        if self.cfg.perturbation == "leg":
+            P, qi, di = self.leg_map(q_start.detach(), foot)
+            q[:, qi] = q_start[qi] + dp @ P.T
+            qd[:, di] = qd_start[di] + dv @ P.T
+        else:
+            q[:, self.root_pos] = q_start[self.root_pos] + dp
+            qd[:, self.root_lin_vel] = qd_start[self.root_lin_vel] + dv
+        self.bundles[world] = _Bundle(world, foot, chunk, q, qd, dp, dv)
         st.bundles_started += 1
         return True
 

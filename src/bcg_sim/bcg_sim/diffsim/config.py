@@ -80,6 +80,11 @@ class BCGConfig:
     pool_size: int = 32  # branch worlds, a multiple of B
     antithetic: bool = True
     seed: int = 0
+    # How the foot perturbation enters the generalized coordinates: "base" shifts the floating base (the whole
+    # robot moves, exactly dp / dv at every point); "leg" moves only the contacting leg's 6 joints by
+    # dq = J+ dp, dqd = J+ dv (J: sole-centre translational Jacobian, damped least squares).
+    perturbation: str = "base"
+    leg_damping: float = 0.03  # [m] DLS damping lambda of J+ = J^T (J J^T + lambda^2 I)^-1; |J+| <= 1/(2 lambda)
 
 
 @dataclass
@@ -158,6 +163,9 @@ class SimConfig:
         need(b.branches < 1 or b.pool_size % b.branches == 0, "bcg.pool_size",
              f"must be a multiple of B={b.branches} (the pool is pool_size/B simulators of B worlds), "
              f"got {b.pool_size}")
+        need(b.perturbation in ("base", "leg"), "bcg.perturbation",
+             f"must be 'base' or 'leg', got {b.perturbation!r}")
+        need(b.leg_damping > 0, "bcg.leg_damping", f"must be > 0 m, got {b.leg_damping}")
         need(not (b.antithetic and b.branches % 2), "bcg.branches",
              f"antithetic sampling needs an even B, got {b.branches}")
         return self

@@ -94,6 +94,8 @@ def main(argv=None) -> int:
                     help="BCG branch worlds (default: the config's; B x worlds never overflows)")
     ap.add_argument("--sigma", type=float, default=None, help="BCG position radius [m] (default: config)")
     ap.add_argument("--sigma-v", type=float, default=None, help="BCG velocity radius [m/s] (default: config)")
+    ap.add_argument("--perturbation", choices=("base", "leg"), default=None,
+                    help="BCG perturbation mapping (default: config)")
     ap.add_argument("--out", default="runs/gradvar")
     args = ap.parse_args(argv)
 
@@ -104,7 +106,8 @@ def main(argv=None) -> int:
 
     base = load_sim_config(args.config)
     overrides = {k: v for k, v in (("pool_size", args.pool_size), ("sigma", args.sigma),
-                                   ("sigma_v", args.sigma_v)) if v is not None}
+                                   ("sigma_v", args.sigma_v),
+                                   ("perturbation", args.perturbation)) if v is not None}
     base = dc.replace(base, bcg=dc.replace(base.bcg, **overrides))
     base.validate()
     motion = bcg_sim.motion.load(args.motion)
