@@ -9,13 +9,18 @@ On a touchdown in step t of world i (foot f):
    preallocated branch pool (pool_size // B simulators of B worlds, built once). If no chunk is free the
    trigger is counted as `overflow` and world i simply continues unbundled.
 2. Each copy is perturbed: the foot point is displaced by dp ~ U(ball of radius sigma) [m] and its velocity by
-   dv ~ U(ball of radius sigma_v) [m/s]. Mapping to generalized coordinates: the displacement is applied to
-   the floating base (root position += dp, root COM velocity += dv). A rigid translation moves every point
-   of the robot, the foot included, by exactly dp, and adding dv to the base's linear velocity with its
-   angular velocity unchanged adds exactly dv to every point's velocity -- so the foot's position and velocity
-   get precisely the sampled perturbation, with no kinematic singularity (a leg-Jacobian pseudo-inverse
-   is singular at a straight knee) and no change to joint angles, which would otherwise show up at once as
-   PD torque spikes kp * dq unrelated to contact. The cost: the other foot moves too.
+   dv ~ U(ball of radius sigma_v) [m/s]. Mapping to generalized coordinates (`bcg.perturbation`):
+   - "base": dp is added to the floating base position and dv to its linear (COM) velocity. A rigid
+     translation moves every point of the robot, the foot included, by exactly dp (and every point's velocity
+     by exactly dv), with no kinematic singularity -- but the whole robot moves, the other foot too.
+   - "leg": only the contacting leg's 6 hinges move: dq_leg = J+ dp, dqd_leg = J+ dv, with J [3, 6] the
+     translational Jacobian of that foot's sole centre w.r.t. its leg joints at the branch start (analytic,
+     from one forward kinematics: column i = a_i x (p_sole - p_i)) and J+ = J^T (J J^T + lambda^2 I)^-1
+     (lambda = `bcg.leg_damping`), so a straight knee stays bounded (|J+| <= 1/(2 lambda)). The base and the
+     other leg are untouched. J is computed on the detached state: the map is a fixed linear map of the
+     sampled noise, and the perturbation is additive noise on joint coordinates (gradients w.r.t. the
+     bundled state pass through unchanged). The foot displacement is dp to first order (the velocity
+     change is J J+ dv exactly), less the DLS shrinkage along the leg's weakest direction.
    With `antithetic`, perturbations come in +/- pairs, so their mean is exactly zero.
 3. The branches re-run step t and the next H-1 control steps with the *same* PD targets as world i.
 4. After H steps world i's state becomes the bundle mean: x_i + mean_k(x_k - x_i) for positions and
