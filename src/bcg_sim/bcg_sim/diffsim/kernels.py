@@ -45,6 +45,18 @@ def pd_torque(
 
 
 @wp.func
+def sphere_lowest_point(X: wp.transform, centre_b: wp.vec3, radius: float):
+    """Lowest point of a sphere (centre `centre_b` in the body frame of pose X) in the world [m]."""
+    return wp.transform_point(X, centre_b) - wp.vec3(0.0, 0.0, radius)
+
+
+@wp.func
+def point_velocity(twist: wp.spatial_vector, r: wp.vec3):
+    """World velocity of the material point at r from the COM, for a Newton body twist (v_com_w, omega_w)."""
+    return wp.spatial_top(twist) + wp.cross(wp.spatial_bottom(twist), r)
+
+
+@wp.func
 def sphere_ground_force(
     c_w: wp.vec3,  # lowest point of the sphere, world [m]
     v_c: wp.vec3,  # velocity of that material point, world [m/s]
@@ -95,19 +107,15 @@ def contact_wrench(
     b = w * bodies_per_world + contact_body[c]
     X = body_q[b]
     com_w = wp.transform_point(X, body_com[b])
-    v_com = wp.spatial_top(body_qd[b])
-    omega = wp.spatial_bottom(body_qd[b])
     f_tot = wp.vec3(0.0)
     t_tot = wp.vec3(0.0)
     s0 = sphere_start[c]
     n = sphere_start[c + 1] - s0
     for k in range(MAX_SPHERES_PER_BODY):
         if k < n:
-            centre = wp.transform_point(X, sphere_pos_b[s0 + k])
-            c_w = centre - wp.vec3(0.0, 0.0, sphere_radius[s0 + k])
+            c_w = sphere_lowest_point(X, sphere_pos_b[s0 + k], sphere_radius[s0 + k])
             r = c_w - com_w
-            v_c = v_com + wp.cross(omega, r)
-            f = sphere_ground_force(c_w, v_c, ke, kd, kf, mu)
+            f = sphere_ground_force(c_w, point_velocity(body_qd[b], r), ke, kd, kf, mu)
             f_tot = f_tot + f
             t_tot = t_tot + wp.cross(r, f)
     body_f[b] = wp.spatial_vector(f_tot, t_tot)
@@ -135,17 +143,13 @@ def foot_contact_stats(
     b = w * bodies_per_world + foot_body[f]
     X = body_q[b]
     com_w = wp.transform_point(X, body_com[b])
-    v_com = wp.spatial_top(body_qd[b])
-    omega = wp.spatial_bottom(body_qd[b])
     fn_tot = float(0.0)
     pen_max = float(0.0)
     for s in range(foot_sphere_start[f], foot_sphere_start[f + 1]):
-        c_w = wp.transform_point(X, sphere_pos_b[s]) - wp.vec3(0.0, 0.0, sphere_radius[s])
-        pen = -c_w[2]
-        if pen > 0.0:
-            v_c = v_com + wp.cross(omega, c_w - com_w)
-            fn_tot += wp.max(ke * pen - kd * v_c[2], 0.0)
-            pen_max = wp.max(pen_max, pen)
+        c_w = sphere_lowest_point(X, sphere_pos_b[s], sphere_radius[s])
+        # Normal component of the very force contact_wrench applies (friction does not change it).
+        fn_tot += sphere_ground_force(c_w, point_velocity(body_qd[b], c_w - com_w), ke, kd, 0.0, 0.0)[2]
+        pen_max = wp.max(pen_max, -c_w[2])
     normal_force[w, f] = fn_tot
     penetration[w, f] = pen_max
     peak_force[w, f] = wp.max(peak_force[w, f], fn_tot)
