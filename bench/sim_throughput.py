@@ -153,10 +153,13 @@ def main(argv=None) -> None:
     ap.add_argument("--bcg-steps", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (Warp CPU kernels are serial)")
     ap.add_argument("--repeats", type=int, default=REPEATS, help="timed runs per figure; the best is kept")
+    ap.add_argument("--device", default=None, help="cpu or cuda:0 (default: config/sim.yaml's device)")
     args = ap.parse_args(argv)
     globals()["REPEATS"] = args.repeats
     torch.set_num_threads(args.threads)
     cfg = load_sim_config()
+    if args.device is not None:
+        cfg = dc.replace(cfg, device=args.device).validate()
     if args.kappa is not None:
         cfg = cfg.with_kappa(args.kappa)
     S = cfg.substeps * args.control_steps

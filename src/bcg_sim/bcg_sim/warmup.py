@@ -36,7 +36,6 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     import warp as wp
 
-    wp.config.quiet = True
     seconds = warmup(args.config)
     print(f"bcg_sim warm-up: G1 forward+backward compiled/loaded in {seconds:.1f} s "
           f"(cache: {wp.config.kernel_cache_dir or 'default'})")

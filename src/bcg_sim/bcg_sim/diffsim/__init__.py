@@ -7,8 +7,10 @@ import os
 
 import warp as wp
 
-# Warp logs every (cached) module load; that buries progress bars and results. BCG_WARP_VERBOSE=1 keeps it.
-wp.config.quiet = os.environ.get("BCG_WARP_VERBOSE", "0") != "1"
+# Warp logs its start-up banner and every (cached) module load at INFO; that buries progress bars and results.
+# BCG_WARP_VERBOSE=1 keeps them.
+if os.environ.get("BCG_WARP_VERBOSE", "0") != "1":
+    wp.config.log_level = wp.LOG_WARNING
 
 from bcg_sim.diffsim.bridge import Simulator, StepOutput  # noqa: F401
 from bcg_sim.diffsim.bundle import BCGStats, Bundler, bundle_mean, quat_mean_about, sample_ball  # noqa: F401
