@@ -135,7 +135,8 @@ class G1DiffEnv:
     def reset(self, env_ids=None, *, motion=None, frames=None, state: SimState | None = None) -> None:
         """Reset worlds `env_ids` (default all) to `state`, to reference `motion` at `frames` ([n] ints;
         default 0), or to the default standing pose. Other worlds are untouched. With a motion, later steps
-        check the pelvis against the clip (termination.max_tracking_error); the env tracks one clip at a time."""
+        check the pelvis against the clip (termination.max_tracking_error); the env tracks one clip at a time.
+        Both `motion` and `state`: start from `state` (e.g. a perturbed clip state) while tracking the clip."""
         ids = self._ids(env_ids)
         n = ids.numel()
         if motion is not None:
@@ -144,7 +145,8 @@ class G1DiffEnv:
             frames = torch.as_tensor(frames).reshape(-1)
             if frames.numel() != n:
                 raise ValueError(f"reset: {frames.numel()} frames for {n} worlds")
-            state = motion_state(motion, frames)
+            if state is None:
+                state = motion_state(motion, frames)
             if self._motion is not motion:
                 self._motion = motion
                 self._ref_root_pos = torch.as_tensor(motion.root_pos_w, dtype=torch.float32, device=self.device)

@@ -31,8 +31,21 @@ def observation(state, default_joint_pos: torch.Tensor) -> torch.Tensor:
                       state.root_ang_vel_w], dim=-1)
 
 
+def start_states(motion, frames: np.ndarray, joint_noise: float, seed: int):
+    """SimState of `motion` at `frames` with every joint offset by U(-joint_noise, joint_noise) [rad] (seeded,
+    so BCG off and on start from the same states)."""
+    from bcg_sim.diffsim import motion_state
+
+    state = motion_state(motion, torch.as_tensor(frames))
+    if joint_noise > 0:
+        g = torch.Generator().manual_seed(seed + 1)
+        noise = (2 * torch.rand(state.joint_pos.shape, generator=g) - 1) * joint_noise
+        state = dc.replace(state, joint_pos=state.joint_pos + noise)
+    return state
+
+
 def per_world_gradients(env, motion, frames: np.ndarray, horizon: int, seed: int,
-                        progress=None) -> tuple[np.ndarray, float, int]:
+                        progress=None, joint_noise: float = 0.0) -> tuple[np.ndarray, float, int]:
     """([N, P] gradient of each world's cost w.r.t. its own copy of the policy parameters, mean cost,
     number of touchdowns by the BCG rule -- counted with BCG off too)."""
     n = env.num_worlds
@@ -42,7 +55,7 @@ def per_world_gradients(env, motion, frames: np.ndarray, horizon: int, seed: int
     W = W0.expand(n, -1, -1).clone().requires_grad_(True)
     b = b0.expand(n, -1).clone().requires_grad_(True)
     env.new_rollout()
-    env.reset(motion=motion, frames=torch.as_tensor(frames))
+    env.reset(motion=motion, frames=torch.as_tensor(frames), state=start_states(motion, frames, joint_noise, seed))
     ref_jp = torch.as_tensor(motion.joint_pos, dtype=torch.float32)
     ref_rp = torch.as_tensor(motion.root_pos_w, dtype=torch.float32)
     frames_t = torch.as_tensor(frames)
@@ -96,6 +109,11 @@ def main(argv=None) -> int:
     ap.add_argument("--sigma-v", type=float, default=None, help="BCG velocity radius [m/s] (default: config)")
     ap.add_argument("--perturbation", choices=("base", "leg"), default=None,
                     help="BCG perturbation mapping (default: config)")
+    ap.add_argument("--same-start", type=int, default=None, metavar="FRAME",
+                    help="start every world at this clip frame (with --joint-noise): the spread across worlds is "
+                         "then the dynamics' sensitivity, not the spread of start frames")
+    ap.add_argument("--joint-noise", type=float, default=0.0,
+                    help="uniform start-state noise on every joint [rad] (default 0)")
     ap.add_argument("--out", default="runs/gradvar")
     args = ap.parse_args(argv)
 
@@ -114,7 +132,12 @@ def main(argv=None) -> int:
     last_start = motion.num_frames - 1 - int(np.ceil(args.horizon * motion.fps / base.control_hz))
     if last_start < 0:
         raise SystemExit(f"motion {args.motion!r} ({motion.num_frames} frames) is shorter than the horizon")
-    frames = np.linspace(0, last_start, args.worlds).round().astype(int)
+    if args.same_start is not None and not 0 <= args.same_start <= last_start:
+        raise SystemExit(f"--same-start must lie in [0, {last_start}] for {args.motion!r} and this horizon")
+    if args.joint_noise < 0:
+        raise SystemExit("--joint-noise must be >= 0")
+    frames = (np.full(args.worlds, args.same_start) if args.same_start is not None
+              else np.linspace(0, last_start, args.worlds).round().astype(int))
     rng = np.random.default_rng(args.seed)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -125,7 +148,8 @@ def main(argv=None) -> int:
             cfg = dc.replace(base, bcg=dc.replace(base.bcg, enabled=enabled)).with_kappa(kappa)
             env = G1DiffEnv(cfg, args.worlds)
             progress.set_postfix(kappa=kappa, bcg=enabled)
-            grads, cost, touchdowns = per_world_gradients(env, motion, frames, args.horizon, args.seed, progress)
+            grads, cost, touchdowns = per_world_gradients(env, motion, frames, args.horizon, args.seed, progress,
+                                                          args.joint_noise)
             finite = np.isfinite(grads).all(1)
             st = variance_stats(grads[finite], args.bootstrap, rng)
             bs = env.bcg_stats()
