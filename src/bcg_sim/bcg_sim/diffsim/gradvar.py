@@ -190,7 +190,8 @@ def _plot(rows, path: Path, args) -> None:
             ax.plot(k, v, "o-", color=color, label="BCG on" if enabled else "BCG off")
             ax.fill_between(k, np.maximum(v - s, v * 1e-3), v + s, color=color, alpha=0.2)
         ax.set_xscale("log")
-        ax.set_yscale("log")
+        # Log scale for the usual spread over decades; linear when a variance is exactly 0 (identical worlds).
+        ax.set_yscale("log" if all(x[key] > 0 for x in rows) else "linear")
         ax.set_xlabel("contact stiffness kappa [kN/m]")
         ax.set_ylabel(label)
         ax.grid(True, which="both", alpha=0.3)
