@@ -30,10 +30,11 @@ LOWER, UPPER = np.array([j.lower for j in JOINTS_29]), np.array([j.upper for j i
 BIAS = (0.5 * np.sin(np.arange(29))).astype(np.float32)
 MOVE_S = 0.3
 DAMPING_KD = 8.0
-# config/policy_node.yaml has 50 ms; this 2-core test machine is shared with other heavy jobs, and a
-# scheduler stall of the fake robot's publisher thread is a (correct) stale fault that would derail the
-# test sequence. The stale test below still checks the detection and its timing against this value.
-STALE_S = 0.15
+# config/policy_node.yaml has 50 ms. The stand-in robot publishes from a thread of the pytest process, sharing
+# its GIL with rclpy's executor threads on 2 cores: stalls of 150 ms were seen in CI-like runs, and such a
+# (correct) stale fault would pre-empt the fault a test induces. The stale test below still checks the
+# detection and its timing against this value; the 50 ms check itself is unit-tested in safety's tests.
+STALE_S = 0.4
 
 
 class BiasPolicy(torch.nn.Module):
