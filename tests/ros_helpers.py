@@ -98,17 +98,21 @@ class RosSide:
         self._thread.start()
 
     def call_trigger(self, service: str, timeout: float = 5.0):
+        """Call a std_srvs/Trigger service. Clients are created once per service and kept: destroying an
+        entity while the executor thread spins waits for that thread (the suspected cause of 400 ms gaps in
+        the stand-in robot's LowState stream, which shares this node, seen once in a CI-like run)."""
         from std_srvs.srv import Trigger
 
-        cli = self.node.create_client(Trigger, service)
-        try:
-            if not cli.wait_for_service(timeout_sec=timeout):
-                raise AssertionError(f"service {service} not available")
-            fut = cli.call_async(Trigger.Request())
-            wait_for(fut.done, timeout, f"{service} response")
-            return fut.result()
-        finally:
-            self.node.destroy_client(cli)
+        if not hasattr(self, "_clients"):
+            self._clients = {}
+        cli = self._clients.get(service)
+        if cli is None:
+            cli = self._clients[service] = self.node.create_client(Trigger, service)
+        if not cli.wait_for_service(timeout_sec=timeout):
+            raise AssertionError(f"service {service} not available")
+        fut = cli.call_async(Trigger.Request())
+        wait_for(fut.done, timeout, f"{service} response")
+        return fut.result()
 
     def close(self) -> None:
         self.executor.shutdown(timeout_sec=2.0)
