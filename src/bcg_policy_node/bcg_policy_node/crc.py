@@ -13,7 +13,9 @@ import zlib
 
 import numpy as np
 
-_NUM_MOTORS = 35
+from bcg_sim.g1.joints import NUM_MOTOR_SLOTS
+
+_NUM_MOTORS = NUM_MOTOR_SLOTS
 
 _MOTOR_CMD = "B3x5fI"  # mode, pad, q dq tau kp kd, reserve -> 28 bytes
 _LOWCMD_FMT = "<BB2x" + _MOTOR_CMD * _NUM_MOTORS + "4I" + "I"

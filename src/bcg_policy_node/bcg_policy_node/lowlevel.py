@@ -24,9 +24,10 @@ import numpy as np
 from unitree_hg.msg import LowCmd, LowState
 
 from bcg_policy_node.crc import lowcmd_crc, lowstate_crc
+from bcg_sim.g1.joints import JOINTS_29, NUM_MOTOR_SLOTS
 
-NUM_JOINTS = 29  # motor slots 0..28 used by the 29-DoF G1
-NUM_SLOTS = 35  # motor slots in a unitree_hg message
+NUM_JOINTS = len(JOINTS_29)  # motor slots 0..28 used by the 29-DoF G1
+NUM_SLOTS = NUM_MOTOR_SLOTS  # motor slots in a unitree_hg message
 MOTOR_MODE_ENABLE = 1  # MotorCmd.mode: 1 = enabled (PD + feed-forward torque), 0 = disabled
 MODE_PR = 0  # LowCmd.mode_pr: pitch/roll ankle control (matches JOINTS_29)
 REMOTE_SIZE = 40  # bytes of LowState.wireless_remote

@@ -30,7 +30,7 @@ from bcg_sim.config import ConfigError
 from bcg_sim.diffsim import kernels
 from bcg_sim.diffsim.config import SimConfig
 
-NUM_JOINTS = 29
+NUM_JOINTS = len(g1.JOINTS_29)
 COORDS_PER_WORLD = kernels.FREE_COORDS + NUM_JOINTS  # 36
 DOFS_PER_WORLD = kernels.FREE_DOFS + NUM_JOINTS  # 35
 

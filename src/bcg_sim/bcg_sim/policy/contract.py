@@ -25,7 +25,7 @@ from bcg_sim.policy.observation import STANDARD_LAYOUT, _is_torch, _like, featur
 
 FORMAT = "bcg_policy"
 METADATA_VERSION = 1
-NUM_JOINTS = 29
+NUM_JOINTS = len(JOINTS_29)
 DEFAULTS_FILE = "policy_contract.yaml"  # in config/ (bcg_sim.config.config_dir)
 
 

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from bcg_sim.g1.joints import JOINTS_29
 from bcg_sim.policy.observation import ReferenceWindow, quat_conj, quat_mul
 
-NUM_JOINTS = 29
+NUM_JOINTS = len(JOINTS_29)
 
 
 def _yaw_of(q: np.ndarray) -> float:
