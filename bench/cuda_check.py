@@ -1,10 +1,12 @@
 """CUDA check of bcg_sim: the same G1 control step on the CPU and on a CUDA device must agree, forward and
-backward; then the throughput table on that device. For a machine with a GPU (one prepared script, minutes):
+backward, and so must a short policy rollout through stiff foot contact with Bundled Contact Gradients (reset
+from a clip, touchdowns, branch pool, leg-Jacobian perturbation, bundle mean, backward); then the throughput
+table on that device. For a machine with a GPU (one prepared script, minutes):
 
     . ./env.sh && python bench/cuda_check.py --device cuda:0 && python bench/sim_throughput.py --device cuda:0
 
-Exit status 0 when the CUDA step matches the CPU step within the tolerances below (float32 kernels, different
-summation order), 1 otherwise. `--device cpu` runs the same comparison CPU-vs-CPU (a self-test of the script).
+Exit status 0 when the CUDA step and the BCG rollout match the CPU within the tolerances below (float32 kernels,
+different summation order), 1 otherwise. `--device cpu` runs the same comparison CPU-vs-CPU (a self-test of the script).
 """
 
 from __future__ import annotations
@@ -21,6 +23,13 @@ N_WORLDS = 4
 # after one 20 ms control step; gradients through 40 substeps of stiff contact to a few 1e-3 relative.
 STATE_ATOL = 1e-4
 GRAD_RTOL = 1e-2
+# The BCG rollout: a few control steps of a fixed policy from run-clip frames at kappa = 300 with BCG on. Same
+# seeds on both devices, so the branch perturbations are identical; float32 differences grow through contact
+# over the rollout, hence the looser gradient tolerance. Touchdown counts must match exactly.
+BCG_WORLDS = 4
+BCG_HORIZON = 6
+BCG_KAPPA = 300.0
+BCG_GRAD_RTOL = 5e-2
 
 
 def one_step(device: str):
@@ -43,6 +52,36 @@ def one_step(device: str):
     return out.joint_q.detach().cpu(), target.grad.detach().cpu(), time.perf_counter() - t0
 
 
+def bcg_rollout(device: str):
+    """Per-world policy gradients [N, P], touchdowns and bundles of a short BCG-on rollout on `device`."""
+    import numpy as np
+
+    import bcg_sim.motion
+    from bcg_sim.diffsim import G1DiffEnv, load_sim_config
+    from bcg_sim.diffsim.gradvar import per_world_gradients
+
+    cfg = load_sim_config()
+    cfg = dc.replace(cfg, device=device, bcg=dc.replace(cfg.bcg, enabled=True,
+                                                       pool_size=cfg.bcg.branches * BCG_WORLDS * 2))
+    env = G1DiffEnv(cfg.with_kappa(BCG_KAPPA), BCG_WORLDS)
+    motion = bcg_sim.motion.load("run")
+    frames = np.linspace(0, motion.num_frames // 2, BCG_WORLDS).round().astype(int)
+    grads, _, touchdowns = per_world_gradients(env, motion, frames, BCG_HORIZON, seed=0)
+    return torch.as_tensor(grads), touchdowns, env.bcg_stats().bundles_completed
+
+
+def check_bcg(device: str) -> bool:
+    g_cpu, td_cpu, nb_cpu = bcg_rollout("cpu")
+    g_dev, td_dev, nb_dev = bcg_rollout(device)
+    dg = float((g_cpu - g_dev).abs().max() / g_cpu.abs().max().clamp_min(1e-12))
+    ok = (td_cpu == td_dev and nb_cpu == nb_dev and nb_cpu > 0 and dg <= BCG_GRAD_RTOL
+          and bool(torch.isfinite(g_dev).all()))
+    print(f"cuda_check: BCG rollout, {BCG_WORLDS} worlds x {BCG_HORIZON} steps at kappa {BCG_KAPPA:g}: touchdowns "
+          f"cpu {td_cpu} / {device} {td_dev}, bundles {nb_cpu} / {nb_dev}, max relative policy-gradient "
+          f"difference {dg:.2e} (tol {BCG_GRAD_RTOL:g}) -> {'OK' if ok else 'MISMATCH'}")
+    return ok
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda:0", help="device to compare with the CPU (default cuda:0)")
@@ -55,11 +94,12 @@ def main(argv=None) -> int:
     q_dev, g_dev, t_dev = one_step(args.device)
     dq = float((q_cpu - q_dev).abs().max())
     dg = float((g_cpu - g_dev).abs().max() / g_cpu.abs().max().clamp_min(1e-12))
-    ok = dq <= STATE_ATOL and dg <= GRAD_RTOL and bool(torch.isfinite(g_dev).all())
+    step_ok = dq <= STATE_ATOL and dg <= GRAD_RTOL and bool(torch.isfinite(g_dev).all())
     print(f"cuda_check: one control step, {N_WORLDS} worlds: cpu {t_cpu:.2f} s, {args.device} {t_dev:.2f} s "
           f"(first call includes kernel build); max |joint_q difference| {dq:.2e} (tol {STATE_ATOL:g}), "
-          f"max relative gradient difference {dg:.2e} (tol {GRAD_RTOL:g}) -> {'OK' if ok else 'MISMATCH'}")
-    return 0 if ok else 1
+          f"max relative gradient difference {dg:.2e} (tol {GRAD_RTOL:g}) -> {'OK' if step_ok else 'MISMATCH'}")
+    bcg_ok = check_bcg(args.device)
+    return 0 if step_ok and bcg_ok else 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Smoke tests of the diffsim tools: `bcg-sim parity` (bcg_sim vs MuJoCo) and `bcg-gradvar`."""
+"""Smoke tests of the diffsim tools: `bcg-sim parity` (bcg_sim vs MuJoCo), `bcg-gradvar`, bench/cuda_check.py."""
 
 from __future__ import annotations
 
@@ -42,3 +42,18 @@ def test_gradvar_same_start_isolates_the_start_noise(tmp_path):
     noisy = list(csv.DictReader(open(tmp_path / "noisy" / "gradvar.csv")))
     assert all(float(r["var"]) == 0.0 for r in exact)
     assert all(float(r["var"]) > 0.0 and float(r["grad_norm_mean"]) > 0 for r in noisy)
+
+
+def test_cuda_check_script_self_test_on_cpu():
+    """bench/cuda_check.py is the one prepared command for a GPU machine; run its CPU-vs-CPU self-test so it cannot
+    rot while no GPU is at hand: both stages run (the BCG rollout must start bundles) and agree exactly."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "bench" / "cuda_check.py"
+    r = subprocess.run([sys.executable, str(script), "--device", "cpu"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("cuda_check:")]
+    assert len(lines) == 2 and all(ln.endswith("-> OK") for ln in lines), r.stdout
+    assert "difference 0.00e+00" in lines[1]
