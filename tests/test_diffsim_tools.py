@@ -6,10 +6,12 @@ import csv
 import dataclasses as dc
 
 import numpy as np
+import pytest
 
 from bcg_sim.diffsim import load_sim_config
 from bcg_sim.diffsim.cli import run_parity
 from bcg_sim.diffsim.gradvar import main as gradvar_main
+from bcg_sim.diffsim.gradvar import paired_ratio
 
 
 def test_parity_with_mujoco_short_run():
@@ -30,7 +32,21 @@ def test_gradvar_writes_csv_and_png(tmp_path):
     rows = list(csv.DictReader(open(tmp_path / "gradvar.csv")))
     assert [r["bcg"] for r in rows] == ["False", "True"]
     assert all(np.isfinite(float(r["var"])) and float(r["grad_norm_mean"]) > 0 for r in rows)
+    assert float(rows[0]["ratio_on_off"]) == 1.0 and float(rows[1]["ratio_on_off"]) > 0
     assert (tmp_path / "gradvar.png").stat().st_size > 1000
+
+
+def test_paired_ratio_of_scaled_gradients_is_exact():
+    """Halving every world's gradient quarters the variance, in every paired bootstrap resample too (so its std is
+    0); an unpaired comparison would carry the full resampling spread."""
+    rng = np.random.default_rng(0)
+    g_off = rng.normal(size=(40, 7))
+    ratio, std = paired_ratio(g_off, 0.5 * g_off, 200, rng)
+    assert ratio == pytest.approx(0.25) and std < 1e-12
+    ratio, std = paired_ratio(g_off, rng.normal(size=(40, 7)), 200, rng)
+    assert 0.5 < ratio < 2.0 and std > 0.05
+    ratio, _ = paired_ratio(np.ones((5, 3)), g_off[:5, :3], 50, rng)
+    assert np.isnan(ratio)  # BCG off has no spread: no ratio
 
 
 def test_gradvar_same_start_isolates_the_start_noise(tmp_path):

@@ -7,7 +7,9 @@ velocities, root orientation and angular velocity) drives N worlds started at ev
 clip. Each world owns an identical copy of (W, b), so one backward gives every world's own gradient of its
 tracking cost over a SHAC-length horizon (mean over steps of |joint_pos - ref|^2 + 10 |root_pos - ref|^2).
 For kappa in --kappas and BCG off/on the variance across worlds, trace(Cov)/#params, is reported with a
-+-1 std band from a bootstrap over worlds; also relative to |mean gradient|^2. Writes gradvar.csv and gradvar.png.
++-1 std band from a bootstrap over worlds; also relative to |mean gradient|^2, and the ratio var(on)/var(off)
+with a paired bootstrap (the same resampled worlds for both, since off and on start from the same states).
+Writes gradvar.csv and gradvar.png.
 """
 
 from __future__ import annotations
@@ -94,6 +96,21 @@ def variance_stats(grads: np.ndarray, boot: int, rng: np.random.Generator) -> di
                 grad_norm_mean=float(np.linalg.norm(grads, axis=1).mean()))
 
 
+def paired_ratio(g_off: np.ndarray, g_on: np.ndarray, boot: int, rng: np.random.Generator) -> tuple[float, float]:
+    """var(on)/var(off) and its bootstrap std, resampling the same worlds for both: off and on start every world
+    from the same state, so pairing removes the spread of the start states from the comparison."""
+    def var(gs):
+        return ((gs - gs.mean(0)) ** 2).sum(1).mean() / gs.shape[1]
+
+    def ratio(i):  # nan where BCG off has no spread at all (identical start states): no ratio to speak of
+        v_off = var(g_off[i])
+        return var(g_on[i]) / v_off if v_off > 0 else np.nan
+
+    n = g_off.shape[0]
+    samples = np.array([ratio(i) for i in rng.integers(0, n, (boot, n))])
+    return float(ratio(np.arange(n))), float(np.nanstd(samples)) if np.isfinite(samples).any() else np.nan
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="bcg-gradvar", description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="sim")
@@ -109,6 +126,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sigma-v", type=float, default=None, help="BCG velocity radius [m/s] (default: config)")
     ap.add_argument("--perturbation", choices=("base", "leg"), default=None,
                     help="BCG perturbation mapping (default: config)")
+    ap.add_argument("--branches", type=int, default=None, help="BCG branches B per trigger (default: config)")
+    ap.add_argument("--bcg-horizon", type=int, default=None,
+                    help="BCG horizon H, control steps before the branches merge (default: config)")
     ap.add_argument("--same-start", type=int, default=None, metavar="FRAME",
                     help="start every world at this clip frame (with --joint-noise): the spread across worlds is "
                          "then the dynamics' sensitivity, not the spread of start frames")
@@ -125,7 +145,8 @@ def main(argv=None) -> int:
     base = load_sim_config(args.config)
     overrides = {k: v for k, v in (("pool_size", args.pool_size), ("sigma", args.sigma),
                                    ("sigma_v", args.sigma_v),
-                                   ("perturbation", args.perturbation)) if v is not None}
+                                   ("perturbation", args.perturbation), ("branches", args.branches),
+                                   ("horizon", args.bcg_horizon)) if v is not None}
     base = dc.replace(base, bcg=dc.replace(base.bcg, **overrides))
     base.validate()
     motion = bcg_sim.motion.load(args.motion)
@@ -150,17 +171,23 @@ def main(argv=None) -> int:
             progress.set_postfix(kappa=kappa, bcg=enabled)
             grads, cost, touchdowns = per_world_gradients(env, motion, frames, args.horizon, args.seed, progress,
                                                           args.joint_noise)
+            if not enabled:
+                grads_off = grads
             finite = np.isfinite(grads).all(1)
             st = variance_stats(grads[finite], args.bootstrap, rng)
+            both = finite & np.isfinite(grads_off).all(1)
+            ratio, ratio_std = (paired_ratio(grads_off[both], grads[both], args.bootstrap, rng) if enabled
+                                else (1.0, 0.0))
             bs = env.bcg_stats()
             row = dict(kappa=kappa, bcg=enabled, worlds=int(finite.sum()), horizon=args.horizon, cost=cost, **st,
-                       touchdowns=touchdowns, bundles=bs.bundles_completed, overflow=bs.overflow,
+                       ratio_on_off=ratio, ratio_on_off_std=ratio_std, touchdowns=touchdowns, bundles=bs.bundles_completed, overflow=bs.overflow,
                        branch_spread_pos=bs.branch_spread_pos)
             rows.append(row)
             progress.write(f"kappa {kappa:>5g} BCG {'on ' if enabled else 'off'}: var {st['var']:.3e} "
                            f"+- {st['var_std']:.1e}  rel {st['rel_var']:.3e} +- {st['rel_var_std']:.1e}  "
                            f"|g| {st['grad_norm_mean']:.3e}  cost {cost:.3f}  touchdowns {touchdowns} "
-                           f"bundles {bs.bundles_completed} overflow {bs.overflow}")
+                           f"bundles {bs.bundles_completed} overflow {bs.overflow}"
+                           + (f"  var on/off {ratio:.3f} +- {ratio_std:.3f} (paired)" if enabled else ""))
     progress.close()
     csv_path = out_dir / "gradvar.csv"
     with open(csv_path, "w", newline="") as f:
@@ -179,7 +206,7 @@ def _plot(rows, path: Path, args) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for ax, key, label in ((axes[0], "var", "gradient variance trace(Cov)/P"),
                            (axes[1], "rel_var", "variance / |mean gradient|^2")):
         for enabled, color in ((False, "tab:red"), (True, "tab:blue")):
@@ -196,10 +223,30 @@ def _plot(rows, path: Path, args) -> None:
         ax.set_ylabel(label)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
+    _plot_ratio(axes[2], [x for x in rows if x["bcg"] and np.isfinite(x["ratio_on_off"])])
     fig.suptitle(f"per-world policy gradients, {args.motion}, N={args.worlds}, horizon {args.horizon} "
                  f"(band: +-1 bootstrap std)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def _plot_ratio(ax, on_rows) -> None:
+    """var(on)/var(off) per kappa with its paired-bootstrap std; 1 = BCG changes nothing."""
+    if not on_rows:  # identical start states: BCG off has no spread, so there is no ratio
+        ax.text(0.5, 0.5, "no on/off ratio:\nBCG off has zero variance", ha="center", va="center",
+                transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    k = np.array([x["kappa"] for x in on_rows])
+    r = np.array([x["ratio_on_off"] for x in on_rows])
+    s = np.array([x["ratio_on_off_std"] for x in on_rows])
+    ax.errorbar(k, r, yerr=s, fmt="o-", color="tab:blue", capsize=4, label="BCG on / off (paired bootstrap)")
+    ax.axhline(1.0, color="tab:red", lw=1, ls="--", label="no change")
+    ax.set_xscale("log")
+    ax.set_xlabel("contact stiffness kappa [kN/m]")
+    ax.set_ylabel("variance ratio on / off")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
 
 
 if __name__ == "__main__":
