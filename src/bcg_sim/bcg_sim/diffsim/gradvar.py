@@ -82,12 +82,16 @@ def per_world_gradients(env, motion, frames: np.ndarray, horizon: int, seed: int
     return grads.numpy().astype(np.float64), float(cost.detach().mean()), touchdowns
 
 
+def gradient_variance(grads: np.ndarray) -> float:
+    """trace(Cov)/P of [N, P] per-world gradients: the spread across worlds per parameter."""
+    return ((grads - grads.mean(0)) ** 2).sum(1).mean() / grads.shape[1]
+
+
 def variance_stats(grads: np.ndarray, boot: int, rng: np.random.Generator) -> dict:
     """trace(Cov)/P across worlds and its bootstrap std; the same relative to |mean|^2."""
     def stat(gs):
-        mean = gs.mean(0)
-        var = ((gs - mean) ** 2).sum(1).mean() / gs.shape[1]
-        return var, var / max((mean ** 2).mean(), 1e-30)
+        var = gradient_variance(gs)
+        return var, var / max((gs.mean(0) ** 2).mean(), 1e-30)
 
     var, rel = stat(grads)
     n = grads.shape[0]
@@ -99,12 +103,9 @@ def variance_stats(grads: np.ndarray, boot: int, rng: np.random.Generator) -> di
 def paired_ratio(g_off: np.ndarray, g_on: np.ndarray, boot: int, rng: np.random.Generator) -> tuple[float, float]:
     """var(on)/var(off) and its bootstrap std, resampling the same worlds for both: off and on start every world
     from the same state, so pairing removes the spread of the start states from the comparison."""
-    def var(gs):
-        return ((gs - gs.mean(0)) ** 2).sum(1).mean() / gs.shape[1]
-
     def ratio(i):  # nan where BCG off has no spread at all (identical start states): no ratio to speak of
-        v_off = var(g_off[i])
-        return var(g_on[i]) / v_off if v_off > 0 else np.nan
+        v_off = gradient_variance(g_off[i])
+        return gradient_variance(g_on[i]) / v_off if v_off > 0 else np.nan
 
     n = g_off.shape[0]
     samples = np.array([ratio(i) for i in rng.integers(0, n, (boot, n))])
@@ -180,8 +181,8 @@ def main(argv=None) -> int:
                                 else (1.0, 0.0))
             bs = env.bcg_stats()
             row = dict(kappa=kappa, bcg=enabled, worlds=int(finite.sum()), horizon=args.horizon, cost=cost, **st,
-                       ratio_on_off=ratio, ratio_on_off_std=ratio_std, touchdowns=touchdowns, bundles=bs.bundles_completed, overflow=bs.overflow,
-                       branch_spread_pos=bs.branch_spread_pos)
+                       ratio_on_off=ratio, ratio_on_off_std=ratio_std, touchdowns=touchdowns,
+                       bundles=bs.bundles_completed, overflow=bs.overflow, branch_spread_pos=bs.branch_spread_pos)
             rows.append(row)
             progress.write(f"kappa {kappa:>5g} BCG {'on ' if enabled else 'off'}: var {st['var']:.3e} "
                            f"+- {st['var_std']:.1e}  rel {st['rel_var']:.3e} +- {st['rel_var_std']:.1e}  "
