@@ -16,6 +16,7 @@ export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
 # Keep DDS traffic on this machine unless told otherwise (the robot launch sets SUBNET and a profile).
 export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
 export WARP_CACHE_PATH="${WARP_CACHE_PATH:-$_bcg_root/.cache/warp}"
+export BCG_NATIVE_CACHE="${BCG_NATIVE_CACHE:-$_bcg_root/.cache/native}"  # compiled native simulator backend
 export BCG_ROOT="$_bcg_root"
 # Offscreen rendering: EGL where a GPU driver is present, OSMesa otherwise.
 if [ -z "${MUJOCO_GL:-}" ]; then

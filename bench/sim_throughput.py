@@ -154,10 +154,24 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (Warp CPU kernels are serial)")
     ap.add_argument("--repeats", type=int, default=REPEATS, help="timed runs per figure; the best is kept")
     ap.add_argument("--device", default=None, help="cpu or cuda:0 (default: config/sim.yaml's device)")
+    ap.add_argument("--shac", action="store_true", help="only the SHAC-shaped iteration table (issue #8)")
+    ap.add_argument("--shac-worlds", type=int, default=64)
+    ap.add_argument("--shac-horizon", type=int, default=16)
+    ap.add_argument("--shac-repeats", type=int, default=2, help="timed iterations per cell (best kept)")
+    ap.add_argument("--shac-cell", nargs=6, default=None, help=argparse.SUPPRESS)  # internal: one cell, JSON out
     args = ap.parse_args(argv)
+    if args.shac_cell:
+        import json
+
+        b, bcg, n, h, th, rep = args.shac_cell
+        print(json.dumps(shac_iteration_cell(b, bool(int(bcg)), int(n), int(h), int(th), int(rep))))
+        return
+    if args.shac:
+        shac_table(args.shac_worlds, args.shac_horizon, args.shac_repeats)
+        return
     globals()["REPEATS"] = args.repeats
     torch.set_num_threads(args.threads)
-    cfg = load_sim_config()
+    cfg = load_sim_config().with_backend("newton")  # this table compares Newton paths; --shac adds the native one
     if args.device is not None:
         cfg = dc.replace(cfg, device=args.device).validate()
     if args.kappa is not None:
@@ -183,7 +197,110 @@ def main(argv=None) -> None:
     print(f"  triggers {st.triggers}, bundles {st.bundles_completed}, overflow {st.overflow}, busy {st.busy}, "
           f"pool use mean {st.pool_use_mean:.1f} / max {st.pool_slots_used_max} slots, "
           f"branch spread {st.branch_spread_pos * 1e3:.2f} mm / {st.branch_spread_vel:.3f} m/s")
+    shac_table(args.shac_worlds, args.shac_horizon, args.shac_repeats)
 
 
 if __name__ == "__main__":
     main()
+
+
+# ------------------------------------------------------------------------ SHAC-shaped iteration (issue #8)
+
+SHAC_MOTION = "run"  # built-in clip the rollouts track
+
+
+def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: int, repeats: int) -> dict:
+    """Seconds of one SHAC-shaped iteration: reset N worlds to random frames of the clip, roll out `horizon`
+    control steps of an MLP policy (obs: joint pos/vel, root orientation and angular velocity), a tracking cost
+    on joint positions and body heights, backward through every step (and BCG bundles), one Adam step.
+    Runs in its own process (main --shac-cell) so that its peak RSS is its own."""
+    import resource
+
+    from bcg_sim import motion as motion_lib
+
+    cfg = load_sim_config().with_kappa(300.0)
+    cfg = cfg.with_backend(backend)
+    cfg = dc.replace(cfg, bcg=dc.replace(cfg.bcg, enabled=bcg), actuation=dc.replace(cfg.actuation, gains="policy"),
+                     solver=dc.replace(cfg.solver, threads=threads)).validate()
+    clip = motion_lib.load(SHAC_MOTION)
+    env = G1DiffEnv(cfg, n)
+    ref_q = torch.as_tensor(clip.joint_pos, dtype=torch.float32)
+    ref_z = torch.as_tensor(clip.root_pos_w[:, 2], dtype=torch.float32)
+    gen = torch.Generator().manual_seed(0)
+    policy = torch.nn.Sequential(torch.nn.Linear(29 * 2 + 7, 256), torch.nn.ELU(), torch.nn.Linear(256, 128),
+                                 torch.nn.ELU(), torch.nn.Linear(128, 29))
+    opt = torch.optim.Adam(policy.parameters(), lr=1e-4)
+    last_frame = clip.num_frames - 1 - int(horizon * cfg.control_dt * clip.fps) - 1
+
+    def iteration(h: int):
+        env.new_rollout()
+        frames = torch.randint(0, last_frame, (n,), generator=gen)
+        env.reset(motion=clip, frames=frames)
+        s = env.state
+        loss = 0.0
+        for t in range(h):
+            obs = torch.cat([s.joint_pos, s.joint_vel, s.root_quat_w, s.root_ang_vel_w], -1)
+            out = env.step(policy(obs))
+            s = out.state
+            f = torch.clamp(frames + round((t + 1) * cfg.control_dt * clip.fps), max=clip.num_frames - 1)
+            loss = loss + ((s.joint_pos - ref_q[f]) ** 2).sum(-1).mean() + ((s.root_pos_w[:, 2] - ref_z[f]) ** 2).mean()
+        opt.zero_grad()
+        (loss / h).backward()
+        opt.step()
+
+    iteration(1)  # warm-up: kernels, buffers, the native library
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        iteration(horizon)
+        times.append(time.perf_counter() - t0)
+    st = env.bcg_stats()
+    return dict(backend=backend, bcg=bcg, worlds=n, horizon=horizon, threads=threads, seconds=min(times),
+                samples_per_s=n * horizon / min(times), peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+                bundles=st.bundles_completed, overflow=st.overflow, substeps=cfg.substeps, sim_dt=cfg.sim_dt)
+
+
+def run_cells(cells: list[tuple], n: int, horizon: int, repeats: int) -> list[dict]:
+    """Run each (backend, bcg, threads, worlds) cell in a subprocess; cells of one inner list run at once."""
+    import json
+    import subprocess
+    import sys
+
+    results = []
+    for group in cells:
+        procs = []
+        for backend, bcg, threads, worlds in group:
+            cmd = [sys.executable, __file__, "--shac-cell", backend, str(int(bcg)), str(worlds or n), str(horizon),
+                   str(threads), str(repeats)]
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
+        outs = []
+        for p in procs:
+            out, _ = p.communicate()
+            if p.returncode != 0:
+                raise SystemExit(f"sim_throughput: cell {cmd[2:]} failed (exit {p.returncode})")
+            outs.append(json.loads(out.strip().splitlines()[-1]))
+        results.append(outs)
+    return results
+
+
+def shac_table(n: int, horizon: int, repeats: int) -> None:
+    print(f"\nSHAC-shaped iteration: N={n} worlds x {horizon} control steps, kappa 300, policy gains, MLP policy, "
+          f"tracking cost on '{SHAC_MOTION}', fwd + backward + Adam; each cell its own process", flush=True)
+    cells = [[("newton", False, 1, None)], [("newton", True, 1, None)], [("native", False, 1, None)],
+             [("native", True, 1, None)], [("native", True, 2, None)],
+             [("native", True, 1, n // 2), ("native", True, 1, n // 2)]]
+    res = run_cells(cells, n, horizon, repeats)
+    base = {r[0]["bcg"]: r[0]["samples_per_s"] for r in res[:2]}
+    print(f"{'backend':>8} {'BCG':>4} {'dt ms':>6} {'threads':>7} {'procs':>5} {'s/iter':>7} {'samples/s':>10} "
+          f"{'x newton':>8} {'peak RSS GB':>11} {'bundles':>7}")
+    for group in res:
+        r = group[0]
+        sps = sum(g["samples_per_s"] for g in group) if len(group) > 1 else r["samples_per_s"]
+        secs = max(g["seconds"] for g in group)
+        print(f"{r['backend']:>8} {'on' if r['bcg'] else 'off':>4} {r['sim_dt'] * 1e3:>6g} {r['threads']:>7} "
+              f"{len(group):>5} {secs:>7.2f} {sps:>10.0f} {sps / base[r['bcg']]:>8.1f} "
+              f"{max(g['peak_rss_gb'] for g in group):>11.2f} {sum(g['bundles'] for g in group):>7}", flush=True)
+    nat = {(g[0]["bcg"], g[0]["threads"], len(g)): sum(x["samples_per_s"] for x in g) for g in res[2:]}
+    print(f"native BCG overhead (time on / off): {nat[(False, 1, 1)] / nat[(True, 1, 1)]:.2f}x; "
+          f"1 -> 2 threads: {nat[(True, 2, 1)] / nat[(True, 1, 1)]:.2f}x; "
+          f"1 -> 2 processes (N/2 each, at once): {nat[(True, 1, 2)] / nat[(True, 1, 1)]:.2f}x")

@@ -6,9 +6,10 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 PY=${PYTHON:-python3.11}
 
-# System packages: cmake/ninja/compiler for the message package, OSMesa for offscreen rendering.
+# System packages: cmake/ninja/compiler for the message package, OSMesa for offscreen rendering, Eigen headers for
+# the native simulator backend (compiled against the pin wheel's Pinocchio).
 need=()
-for p in cmake ninja-build g++ libosmesa6 git; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+for p in cmake ninja-build g++ libosmesa6 git libeigen3-dev; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   echo "[setup] apt-get install ${need[*]}"
@@ -20,7 +21,7 @@ command -v "$PY" >/dev/null || { echo "[setup] $PY not found; bcg needs Python 3
 V=$ROOT/.venv
 echo "[setup] pip install -r requirements.txt"
 "$V/bin/pip" install -q --disable-pip-version-check -r requirements.txt 2>&1 | { grep -v "^WARNING: Location" || true; }
-"$V/bin/python" -c "import torch, warp, newton, mujoco, rclpy" # fail loudly if the install is incomplete
+"$V/bin/python" -c "import torch, warp, newton, mujoco, rclpy, pinocchio" # fail loudly if the install is incomplete
 
 echo "[setup] building unitree_hg (cmake)"
 # colcon must not mistake the venv or these build trees for packages of a workspace.
@@ -37,6 +38,6 @@ echo "[setup] pip install -e src/*"
 "$V/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation \
   -e src/bcg_sim -e src/bcg_train -e src/bcg_policy_node -e src/g1_bringup 2>&1 | { grep -v "^WARNING: Location" || true; }
 
-echo "[setup] warming the Warp kernel cache"
+echo "[setup] warming the Warp kernel cache and compiling the native simulator (cold: a few minutes)"
 (. ./env.sh && python -m bcg_sim.warmup)
 echo "[setup] done. Next: '. ./env.sh' then 'make test'"

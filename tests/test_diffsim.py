@@ -1,5 +1,6 @@
 """bcg_sim.diffsim: config validation, state conventions, gradients vs finite differences, standing,
-falling, per-world resets and termination -- all on real Newton (CPU, small N, short horizons)."""
+falling, per-world resets and termination -- on both backends (native Pinocchio and Newton; CPU, small N,
+short horizons)."""
 
 from __future__ import annotations
 
@@ -10,23 +11,26 @@ import pytest
 import torch
 
 from bcg_sim.config import ConfigError
-from bcg_sim.diffsim import (G1DiffEnv, SimState, Simulator, from_newton, load_sim_config, sim_config_from_dict,
-                             to_newton)
+from bcg_sim.diffsim import (G1DiffEnv, SimState, Simulator, from_newton, load_sim_config, make_simulator,
+                             sim_config_from_dict, to_newton)
 from bcg_sim.motion import Motion
 
 # A *passive* PD at the motors' policy gains cannot balance the G1 (ankle kp 28 N m/rad << m g h ~ 220 N m/rad;
 # it falls in MuJoCo too), so the tests use the bring-up gains bcg_sim.g1.stand_gains() (docs/sim.md).
 
 
+BACKENDS = ["native", "newton"]
+
+
 def cfg_with(kappa: float = 100.0, gains: str = "stand", kp_scale: float = 1.0, kd_scale: float = 1.0,
-             bcg: bool = False):
-    c = load_sim_config()
+             bcg: bool = False, backend: str = "native"):
+    c = load_sim_config().with_backend(backend)
     c = dc.replace(c, actuation=dc.replace(c.actuation, gains=gains, kp_scale=kp_scale, kd_scale=kd_scale),
                    bcg=dc.replace(c.bcg, enabled=bcg))
     return c.with_kappa(kappa)
 
 
-def default_target(sim: Simulator) -> torch.Tensor:
+def default_target(sim) -> torch.Tensor:
     return torch.as_tensor(sim.m.default_joint_q[7:], dtype=torch.float32).expand(sim.num_worlds, -1).clone()
 
 
@@ -35,10 +39,12 @@ def default_target(sim: Simulator) -> torch.Tensor:
 
 def test_config_file_loads_and_derives_contact_law():
     c = load_sim_config()
-    assert c.substeps == round(c.control_dt / c.sim_dt) == 40
+    assert c.backend == "native" and c.substeps == round(c.control_dt / c.sim_dt) == 10
     assert c.contact.ke == pytest.approx(1000.0 * c.contact.kappa)
     assert c.contact.kd == pytest.approx(2 * c.contact.damping_ratio * np.sqrt(c.contact.ke * c.contact.effective_mass))
-    assert c.sim_dt <= 0.0005
+    n = c.with_backend("newton")
+    assert n.sim_dt == c.solver.max_stable_dt == 0.0005 and n.substeps == 40
+    assert not n.solver.stable_pd and not n.solver.implicit_contact
 
 
 @pytest.mark.parametrize("patch, key", [
@@ -49,7 +55,10 @@ def test_config_file_loads_and_derives_contact_law():
     ({"bcg": {"branches": 3, "antithetic": True, "pool_size": 9}}, "bcg.branches"),
     ({"contact": {"kappa": 0.0}}, "contact.kappa"),
     ({"contact": {"kappa": -50.0}}, "contact.kappa"),
-    ({"sim_dt": 0.001}, "sim_dt"),  # above the stable bound
+    ({"backend": "newton", "sim_dt": 0.001}, "sim_dt"),  # above Newton's stable bound
+    ({"backend": "newton", "solver": {"stable_pd": True}}, "solver.stable_pd"),
+    ({"backend": "warp"}, "backend"),
+    ({"solver": {"threads": 0}}, "solver.threads"),
     ({"sim_dt": 0.0003}, "sim_dt"),  # 20 ms is not a whole number of 0.3 ms substeps
     ({"bcg": {"pool": 3}}, "pool"),  # unknown key
     ({"bcg": {"branches": 4, "pool_size": 6}}, "bcg.pool_size"),
@@ -61,9 +70,20 @@ def test_bad_config_raises_clear_error(patch, key):
 
 
 def test_stiff_contact_tightens_dt_bound():
-    c = load_sim_config()
+    c = load_sim_config().with_backend("newton")
     with pytest.raises(ConfigError, match="stable bound"):
         c.with_kappa(1e5)  # omega = sqrt(1e8) -> 0.2 * 2 / omega = 0.04 ms < 0.5 ms
+
+
+def test_native_dt_above_computed_bound_is_a_clear_error():
+    """The native bound is computed from the robot (sole effective masses, kappa, damping): 2 ms is inside it
+    at kappa 300 and outside at kappa 600, and the error names the bound."""
+    from bcg_sim.diffsim import make_simulator
+
+    ok = make_simulator(cfg_with(kappa=300.0, gains="policy"), 1)
+    assert 0.002 <= 0.9 * ok.stable_dt < 0.004
+    with pytest.raises(ConfigError, match=r"sim_dt: 2 ms is above the native backend's bound 1\.\d+ ms"):
+        make_simulator(cfg_with(kappa=600.0, gains="policy"), 1)
 
 
 # ----------------------------------------------------------------------------------------- state
@@ -85,9 +105,10 @@ def test_state_conventions_round_trip():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
-def test_root_velocity_is_pelvis_origin_velocity():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_root_velocity_is_pelvis_origin_velocity(backend):
     """A pure spin about the pelvis origin: the origin does not move, the COM (below it) does."""
-    env = G1DiffEnv(cfg_with(), 1)
+    env = G1DiffEnv(cfg_with(backend=backend), 1)
     s = env.state
     s.root_pos_w[:, 2] += 1.0  # in the air
     s.root_ang_vel_w[:] = torch.tensor([1.0, 0.0, 0.0])
@@ -100,7 +121,7 @@ def test_root_velocity_is_pelvis_origin_velocity():
 # ------------------------------------------------------------------------------------- gradients
 
 
-def _fd_check(sim: Simulator, q0, qd0, steps: int, eps: float, components, seed: int = 0):
+def _fd_check(sim, q0, qd0, steps: int, eps: float, components, seed: int = 0):
     """(autograd, central FD) of a random linear loss of the final joint_q, joint_qd, body_q after `steps`
     control steps w.r.t. the first step's PD target, for the listed target components."""
     g = torch.Generator().manual_seed(seed)
@@ -130,10 +151,11 @@ def _fd_check(sim: Simulator, q0, qd0, steps: int, eps: float, components, seed:
     return np.array(ad), np.array(fd)
 
 
-def test_gradient_in_air_matches_finite_differences():
-    """Joint motion in the air over two control steps (80 substeps): tight tolerance, 0.5 % of the largest
-    component (measured error ~1e-4 of it; float32 central differences are the floor)."""
-    sim = Simulator(cfg_with(), 1)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradient_in_air_matches_finite_differences(backend):
+    """Joint motion in the air over two control steps: tight tolerance, 0.5 % of the largest component
+    (measured error ~1e-4 of it; float32 central differences are the floor)."""
+    sim = make_simulator(cfg_with(backend=backend), 1)
     q0, qd0 = sim.default_state()
     q0[:, 2] += 1.0
     ad, fd = _fd_check(sim, q0, qd0, steps=2, eps=1e-2, components=[0, 3, 6, 9, 13, 15, 20, 27])
@@ -142,10 +164,11 @@ def test_gradient_in_air_matches_finite_differences():
     np.testing.assert_allclose(ad, fd, rtol=0, atol=5e-3 * scale)
 
 
-def test_gradient_in_foot_contact_kappa300_matches_finite_differences():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradient_in_foot_contact_kappa300_matches_finite_differences(backend):
     """Standing on stiff contact (kappa = 300 kN/m), one control step: loose tolerance, 10 % of the largest
-    component (measured 1-3 %: the contact set switches within the FD stencil and float32 FD is noisy)."""
-    sim = Simulator(cfg_with(kappa=300.0), 1)
+    component (measured newton 1-3 %, native 0.06 %: float32 FD is noisy)."""
+    sim = make_simulator(cfg_with(kappa=300.0, backend=backend), 1)
     q0, qd0 = sim.default_state()
     with torch.no_grad():  # settle onto the ground first
         for _ in range(5):
@@ -158,10 +181,11 @@ def test_gradient_in_foot_contact_kappa300_matches_finite_differences():
     np.testing.assert_allclose(ad, fd, rtol=0, atol=0.1 * scale)
 
 
-def test_gradient_reaches_every_step_of_a_rollout():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradient_reaches_every_step_of_a_rollout(backend):
     """Actions of every control step of a 4-step rollout get a nonzero gradient, and a reset of another
     world does not cut it."""
-    env = G1DiffEnv(cfg_with(), 2)
+    env = G1DiffEnv(cfg_with(backend=backend), 2)
     acts = [torch.zeros(2, 29, requires_grad=True) for _ in range(4)]
     loss = 0.0
     for t, a in enumerate(acts):
@@ -177,7 +201,8 @@ def test_gradient_reaches_every_step_of_a_rollout():
 
 
 def test_backward_after_new_rollout_raises():
-    sim = Simulator(cfg_with(), 1)
+    """Newton recycles tape buffers across rollouts (the native backend keeps each step's states in its graph)."""
+    sim = Simulator(cfg_with(backend="newton"), 1)
     q, qd = sim.default_state()
     t = default_target(sim).requires_grad_(True)
     o = sim.step(t, q, qd)
@@ -190,10 +215,11 @@ def test_backward_after_new_rollout_raises():
 # -------------------------------------------------------------------------------------- physics
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kappa", [50.0, 100.0, 300.0])
-def test_holds_default_pose_for_5s(kappa):
-    cfg = cfg_with(kappa=kappa)
-    sim = Simulator(cfg, 1)
+def test_holds_default_pose_for_5s(kappa, backend):
+    cfg = cfg_with(kappa=kappa, backend=backend)
+    sim = make_simulator(cfg, 1)
     q, qd = sim.default_state()
     q_start = q.clone()
     tgt = default_target(sim)
@@ -209,8 +235,9 @@ def test_holds_default_pose_for_5s(kappa):
     assert (o.foot_force > 50).all() and (o.foot_penetration < 0.005).all()
 
 
-def test_unactuated_g1_falls_without_nan():
-    cfg = cfg_with(kappa=100.0, kp_scale=0.0, kd_scale=0.0)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unactuated_g1_falls_without_nan(backend):
+    cfg = cfg_with(kappa=100.0, kp_scale=0.0, kd_scale=0.0, backend=backend)
     env = G1DiffEnv(cfg, 1)
     zero = torch.zeros(1, 29)
     fell_at = None

@@ -6,6 +6,7 @@ setup(
     name=package_name,
     version="0.1.0",
     packages=find_packages(exclude=["test"]),
+    package_data={"bcg_sim.diffsim": ["csrc/*.cpp"]},  # the native backend compiles it on first use
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{package_name}"]),
         (f"share/{package_name}", ["package.xml"]),

@@ -1,6 +1,7 @@
-"""bcg_sim.diffsim: differentiable batched G1 simulation on Newton (Featherstone) with Bundled Contact
-Gradients. Modules: config (SimConfig, config/sim.yaml), model (Newton model + contact/PD tables),
-kernels (Warp kernels), state (bcg <-> Newton state conventions), bridge (torch autograd Function per
+"""bcg_sim.diffsim: differentiable batched G1 simulation with Bundled Contact Gradients, on one of two backends
+(backend: Newton Featherstone on Warp, or native Pinocchio ABA with analytic derivatives). Modules: config
+(SimConfig, config/sim.yaml), backend (make_simulator), model (Newton model + contact/PD tables), native (the
+Pinocchio backend, csrc/), kernels (Warp kernels), state (bcg <-> Newton state conventions), bridge (torch autograd Function per
 control step), bundle (BCG), env (batched env with reset/step/termination). Docs: docs/sim.md."""
 
 import os
@@ -12,6 +13,7 @@ import warp as wp
 if os.environ.get("BCG_WARP_VERBOSE", "0") != "1":
     wp.config.log_level = wp.LOG_WARNING
 
+from bcg_sim.diffsim.backend import make_simulator  # noqa: F401
 from bcg_sim.diffsim.bridge import Simulator, StepOutput  # noqa: F401
 from bcg_sim.diffsim.bundle import BCGStats, Bundler, bundle_mean, quat_mean_about, sample_ball  # noqa: F401
 from bcg_sim.diffsim.config import (  # noqa: F401

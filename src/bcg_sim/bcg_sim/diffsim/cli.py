@@ -3,9 +3,9 @@
     bcg-sim parity [--seconds 1] [--kappa 100] [--amplitude 0.05]   # bcg_sim vs MuJoCo, same G1 and PD targets
     bcg-sim warmup                                                  # compile the Warp kernels
 
-parity: the project's G1 starts in its default standing pose in bcg_sim (Newton Featherstone, kappa contact law)
-and in MuJoCo (`bcg_sim.g1.load_mujoco`, its own soft contact), both at dt = sim_dt with the same explicit
-effort-limited PD law, gains (default: the bring-up stand gains) and armature, and follows the same PD-target sequence (default pose plus a sum of
+parity: the project's G1 starts in its default standing pose in bcg_sim (the configured backend, kappa contact
+law, at sim_dt) and in MuJoCo (`bcg_sim.g1.load_mujoco`, its own soft contact, at the fixed reference dt
+--mujoco-dt, default 0.5 ms, explicit PD), with the same effort-limited PD law, gains (default: the bring-up stand gains) and armature, and follows the same PD-target sequence (default pose plus a sum of
 sines on every joint) for `--seconds`. Reported per control step: body-position divergence (mean and max over
 the 30 bodies of |p_bcg - p_mujoco| [m]) and each simulator's deepest sole-sphere penetration [m].
 """
@@ -21,6 +21,11 @@ import sys
 import numpy as np
 
 
+# MuJoCo is the reference: it steps at this fixed dt whatever bcg_sim's substep, so figures of different
+# bcg_sim settings compare against the same physics.
+MUJOCO_DT = 0.0005  # [s]
+
+
 def pd_targets(default: np.ndarray, steps: int, control_dt: float, amplitude: float) -> np.ndarray:
     """[steps, 29] targets: default + amplitude * sin(2 pi f_j t + phi_j), f_j in 0.5..2 Hz (deterministic)."""
     j = np.arange(default.shape[0])
@@ -30,19 +35,24 @@ def pd_targets(default: np.ndarray, steps: int, control_dt: float, amplitude: fl
     return default[None] + amplitude * np.sin(2 * math.pi * f[None] * t + phi[None]) * (t > 0)
 
 
-def run_parity(cfg, seconds: float, amplitude: float) -> dict:
+def run_parity(cfg, seconds: float, amplitude: float, mujoco_dt: float = MUJOCO_DT) -> dict:
     import mujoco
     import torch
 
     from bcg_sim import g1
-    from bcg_sim.diffsim import Simulator
+    from bcg_sim.diffsim import make_simulator
+    from bcg_sim.diffsim.model import pd_gains
 
-    sim = Simulator(cfg, 1)
+    sim = make_simulator(cfg, 1)
     m = g1.load_mujoco(cfg.variant, floor=True)
     d = mujoco.MjData(m)
-    m.opt.timestep = cfg.sim_dt
+    mj_substeps = int(round(cfg.control_dt / mujoco_dt))
+    if mj_substeps < 1 or abs(mj_substeps * mujoco_dt - cfg.control_dt) > 1e-9:
+        raise ValueError(f"--mujoco-dt {mujoco_dt} s does not divide the control period {cfg.control_dt} s")
+    m.opt.timestep = mujoco_dt
     motors = [g1.MOTORS[j.motor] for j in g1.joints(cfg.variant)]
-    kp, kd, effort = (a.numpy().astype(np.float64) for a in (sim.m.kp, sim.m.kd, sim.m.effort_limit))
+    kp, kd = (np.asarray(g, dtype=np.float64) for g in pd_gains(cfg))
+    effort = np.array([mo.effort_limit for mo in motors], dtype=np.float64)
     m.dof_armature[6:] = np.maximum([mo.armature for mo in motors], cfg.actuation.min_armature)
     m.actuator_ctrlrange[:] = np.stack([-effort, effort], 1)
     d.qpos[:] = g1.default_qpos(cfg.variant)
@@ -60,7 +70,7 @@ def run_parity(cfg, seconds: float, amplitude: float) -> dict:
             o = sim.step(torch.as_tensor(tgt, dtype=torch.float32)[None], q, qd)
             q, qd = o.joint_q, o.joint_qd
             pen_mj = 0.0
-            for _ in range(cfg.substeps):
+            for _ in range(mj_substeps):
                 d.ctrl[:] = np.clip(kp * (tgt - d.qpos[7:]) - kd * d.qvel[6:], -effort, effort)
                 mujoco.mj_step(m, d)
                 z = d.geom_xpos[foot_geoms, 2] - m.geom_size[foot_geoms, 0]
@@ -75,6 +85,7 @@ def run_parity(cfg, seconds: float, amplitude: float) -> dict:
     return dict(
         seconds=seconds, kappa=cfg.contact.kappa, amplitude=amplitude, gains=cfg.actuation.gains,
         kp_scale=cfg.actuation.kp_scale, kd_scale=cfg.actuation.kd_scale, sim_dt=cfg.sim_dt,
+        backend=cfg.backend, mujoco_dt=mujoco_dt,
         final_body_dist_mean=rows[-1]["body_dist_mean"], final_body_dist_max=rows[-1]["body_dist_max"],
         mean_body_dist_mean=float(np.mean([r["body_dist_mean"] for r in rows])),
         mean_foot_penetration_bcg=float(np.mean([r["pen_bcg"] for r in rows])),
@@ -91,8 +102,8 @@ def _parity(args) -> int:
         cfg = cfg.with_kappa(args.kappa)
     act = dc.replace(cfg.actuation, gains=args.gains, kp_scale=args.kp_scale, kd_scale=args.kd_scale)
     cfg = dc.replace(cfg, actuation=act).validate()
-    r = run_parity(cfg, args.seconds, args.amplitude)
-    print(f"bcg_sim vs MuJoCo: G1, {args.seconds:g} s, dt {cfg.sim_dt * 1e3:g} ms, kappa {cfg.contact.kappa:g} kN/m, "
+    r = run_parity(cfg, args.seconds, args.amplitude, args.mujoco_dt)
+    print(f"bcg_sim ({cfg.backend}) vs MuJoCo (dt {args.mujoco_dt * 1e3:g} ms): G1, {args.seconds:g} s, dt {cfg.sim_dt * 1e3:g} ms, kappa {cfg.contact.kappa:g} kN/m, "
           f"{args.gains} PD gains x{args.kp_scale:g}/x{args.kd_scale:g}, target amplitude {args.amplitude:g} rad")
     print(f"{'t [s]':>6} {'body |dp| mean':>15} {'max':>8} {'pen bcg [mm]':>13} {'pen mj [mm]':>12} "
           f"{'z bcg':>7} {'z mj':>7}")
@@ -131,6 +142,8 @@ def main(argv=None) -> int:
     p.add_argument("--kp-scale", type=float, default=1.0, help="x kp")
     p.add_argument("--kd-scale", type=float, default=1.0, help="x kd")
     p.add_argument("--json", default=None, help="write all rows to this JSON file")
+    p.add_argument("--mujoco-dt", type=float, default=MUJOCO_DT,
+                   help="MuJoCo reference timestep [s] (default %(default)s)")
     p.set_defaults(func=_parity)
     w = sub.add_parser("warmup", help="compile and cache the Warp kernels")
     w.add_argument("--config", default="sim")

@@ -18,8 +18,12 @@ from bcg_sim.config import ConfigError, from_dict, load_config
 class SolverConfig:
     use_tile_gemm: bool = True
     angular_damping: float = 0.05
-    max_stable_dt: float = 0.0005  # [s], measured for the G1 with Featherstone (see docs/sim.md)
-    stability_safety: float = 0.2  # dt <= safety * 2 / omega_contact as well
+    max_stable_dt: float = 0.0005  # [s], newton backend: measured for the G1 with Featherstone (docs/sim.md)
+    stability_safety: float = 0.2  # newton backend: dt <= safety * 2 / omega_contact as well
+    native_stability_safety: float = 0.9  # native backend: dt <= this x its computed bound (native.stable_dt_bound)
+    stable_pd: bool = False  # native backend: implicit PD (gains on the mass-matrix diagonal)
+    implicit_contact: bool = False  # native backend: contact damping implicit (a point mass dt*c per sphere)
+    threads: int = 1  # native backend: C++ threads over worlds
 
 
 @dataclass
@@ -90,6 +94,7 @@ class BCGConfig:
 @dataclass
 class SimConfig:
     device: str = "cpu"
+    backend: str = "newton"  # "newton" (Warp Featherstone, CPU and CUDA) or "native" (Pinocchio ABA, CPU)
     variant: str = "29dof"
     control_hz: float = 50.0
     sim_dt: float = 0.0005  # [s]
@@ -114,6 +119,14 @@ class SimConfig:
         """Largest substep accepted: the measured bound and the explicit contact spring-damper bound."""
         return min(self.solver.max_stable_dt, self.solver.stability_safety * 2.0 / self.contact.omega)
 
+    def with_backend(self, backend: str) -> SimConfig:
+        """A copy on another backend. "newton": its own substep (solver.max_stable_dt) and the explicit PD and
+        contact it implements (stable_pd, implicit_contact off); otherwise only `backend` changes."""
+        if backend == "newton":
+            solver = replace(self.solver, stable_pd=False, implicit_contact=False)
+            return replace(self, backend="newton", sim_dt=self.solver.max_stable_dt, solver=solver).validate()
+        return replace(self, backend=backend).validate()
+
     def with_kappa(self, kappa: float) -> SimConfig:
         """A copy with another contact stiffness (validated)."""
         return replace(self, contact=replace(self.contact, kappa=float(kappa))).validate()
@@ -126,6 +139,13 @@ class SimConfig:
                 raise ConfigError(f"sim config: {key}: {msg}")
 
         c, b = self.contact, self.bcg
+        need(self.backend in ("newton", "native"), "backend", f"must be 'newton' or 'native', got {self.backend!r}")
+        need(0 < self.solver.native_stability_safety <= 1, "solver.native_stability_safety", "must be in (0, 1]")
+        need(self.solver.threads >= 1, "solver.threads", f"must be >= 1, got {self.solver.threads}")
+        need(not (self.solver.stable_pd and self.backend == "newton"), "solver.stable_pd",
+             "the implicit PD exists in the native backend only")
+        need(not (self.solver.implicit_contact and self.backend == "newton"), "solver.implicit_contact",
+             "implicit contact damping exists in the native backend only")
         need(self.variant == "29dof", "variant", f"only '29dof' is simulated, got {self.variant!r}")
         need(self.control_hz > 0, "control_hz", f"must be > 0, got {self.control_hz}")
         need(c.kappa > 0, "contact.kappa", f"contact stiffness must be > 0 kN/m, got {c.kappa}")
@@ -137,7 +157,7 @@ class SimConfig:
             need(r > 0, f"contact.body_spheres.{body}", f"radius must be > 0 m, got {r}")
         need(self.sim_dt > 0, "sim_dt", f"must be > 0 s, got {self.sim_dt}")
         need(
-            self.sim_dt <= self.stable_dt * (1 + 1e-9),
+            self.backend == "native" or self.sim_dt <= self.stable_dt * (1 + 1e-9),  # native: its own bound
             "sim_dt",
             f"{self.sim_dt * 1e3:.3g} ms is above the stable bound {self.stable_dt * 1e3:.3g} ms "
             f"(min of solver.max_stable_dt and {self.solver.stability_safety} * 2/omega_contact at "

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bcg_sim.diffsim.bridge import Simulator
+from bcg_sim.diffsim.backend import make_simulator
 from bcg_sim.diffsim.bundle import BCGStats, Bundler
 from bcg_sim.diffsim.config import SimConfig, load_sim_config
 from bcg_sim.diffsim.model import NUM_JOINTS
@@ -84,7 +84,7 @@ class G1DiffEnv:
     def __init__(self, cfg: SimConfig | None = None, num_worlds: int = 1):
         self.cfg = (cfg or load_sim_config()).validate()
         self.num_worlds = num_worlds
-        self.sim = Simulator(self.cfg, num_worlds)
+        self.sim = make_simulator(self.cfg, num_worlds)
         self.device = self.sim.torch_device
         self.body_names = list(self.sim.m.body_names)
         self.joint_names = list(self.sim.m.joint_names)
@@ -99,10 +99,10 @@ class G1DiffEnv:
         self._has_ref = torch.zeros(num_worlds, dtype=torch.bool, device=self.device)
         b = self.cfg.bcg
         # Branch pool: pool_size // B simulators of B worlds each, built once (no per-step allocation).
-        self.pool: list[Simulator] = []
+        self.pool: list = []  # simulators of the configured backend
         self.bundler: Bundler | None = None
         if b.enabled:
-            self.pool = [Simulator(self.cfg, b.branches) for _ in range(b.pool_size // b.branches)]
+            self.pool = [make_simulator(self.cfg, b.branches) for _ in range(b.pool_size // b.branches)]
             self.bundler = Bundler(b, self._step_chunk, quat_slices=(_BODY_QUAT, None, _BODY_QUAT, None))
 
     # ------------------------------------------------------------------ state

@@ -1,0 +1,474 @@
+// bcg_sim native backend: N G1 worlds, one control step of S substeps, forward and exact reverse mode.
+//
+// Dynamics: Pinocchio's articulated-body algorithm (O(n) tree recursion, no dense mass matrix) and its
+// analytic derivatives (computeABADerivatives). Around it, written here with their hand-derived adjoints:
+//   * penalty sphere-vs-ground contact, the same law as bcg_sim.diffsim.kernels (Kelvin-Voigt normal force,
+//     regularised Coulomb friction, force at the sphere's lowest point);
+//   * PD with effort limits, optionally "stable" (implicit in q and qd: the gain terms go onto the
+//     mass-matrix diagonal, so the PD does not limit the substep);
+//   * semi-implicit Euler on the Lie group: v' = v + dt a, q' = q (+) dt v'  (pinocchio::integrate).
+// Layout (pinocchio): q [36] = (p_w, quat x y z w, 29 joints); v [35] = (v_origin in the pelvis frame,
+// omega in the pelvis frame, 29 joint rates). Tangent-space gradients inside; the caller converts at the ends.
+// C ABI (ctypes): g1dyn_create / g1dyn_forward / g1dyn_backward / g1dyn_destroy. Double precision.
+
+#include "pinocchio/multibody.hpp"
+#include "pinocchio/algorithm/aba.hpp"
+#include "pinocchio/algorithm/aba-derivatives.hpp"
+#include "pinocchio/algorithm/jacobian.hpp"
+#include "pinocchio/algorithm/joint-configuration.hpp"
+#include "pinocchio/algorithm/kinematics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace pinocchio;
+using Eigen::Matrix3d;
+using Eigen::MatrixXd;
+using Eigen::Vector3d;
+using Eigen::VectorXd;
+using ForceVec = PINOCCHIO_ALIGNED_STD_VECTOR(Force);
+
+struct Params {
+  int substeps = 0;
+  double dt = 0.0;
+  double ke = 0.0, kd = 0.0, kf = 0.0, mu = 0.0;
+  int stable_pd = 0;
+  int implicit_contact = 0;  // contact damping implicit (see implicit_mass)
+  double gravity = 9.81;
+  VectorXd kp, kd_pd, effort;  // [29]
+  VectorXd armature;           // [35] base armature (zero on the free joint)
+  std::vector<int> sph_joint;  // [S] pinocchio joint of each sphere
+  std::vector<Vector3d> sph_pos;  // [S] centre in the joint (= body) frame
+  std::vector<double> sph_rad;    // [S]
+  int foot_start[3] = {0, 0, 0};  // spheres [foot_start[f], foot_start[f+1]) belong to foot f
+};
+
+// Per contact joint: the DoFs of its support chain and each one's depth (0 = free joint, shared by its 6 DoFs).
+struct Chain {
+  std::vector<int> dof;
+  std::vector<int> depth;
+  std::vector<int> parent_joint;  // joint whose world twist precedes this DoF (0 = none: free joint)
+};
+
+struct Sim {
+  Model model;
+  Params p;
+  std::vector<Chain> chain;  // per joint
+  int nq = 0, nv = 0, nj = 0;
+};
+
+struct Work {  // per thread
+  Model model;  // its own copy: the stable PD puts per-world gains on the armature
+  Data dk, dd;
+  ForceVec fext;
+  VectorXd tau, aug, dtau_q, dtau_v, dtau_t, a, vnext, qnext, u, gu, ga, lam, tmp;
+  MatrixXd J0, J1, dTc_q, dTc_v, Minv;
+  std::vector<Motion> Vw;
+  std::vector<int> touched;  // joints whose inertia carries implicit-contact masses this substep
+  explicit Work(const Sim& s)
+      : model(s.model), dk(s.model), dd(s.model), fext(s.model.njoints, Force::Zero()) {
+    int nv = s.nv, nj = s.nv - 6;
+    tau.setZero(nv); aug.setZero(nv); dtau_q.setZero(nj); dtau_v.setZero(nj); dtau_t.setZero(nj);
+    a.setZero(nv); vnext.setZero(nv); qnext.setZero(s.nq); u.setZero(nv); gu.setZero(nv); ga.setZero(nv);
+    lam.setZero(nv); tmp.setZero(nv);
+    J0.setZero(nv, nv); J1.setZero(nv, nv); dTc_q.setZero(nv, nv); dTc_v.setZero(nv, nv); Minv.setZero(nv, nv);
+    Vw.resize(s.model.njoints);
+  }
+};
+
+inline Motion cross(const Motion& m1, const Motion& m2) { return m1.cross(m2); }
+
+// Ground force on a sphere whose lowest point is cw moving at vel (world); F_c, F_v its Jacobians.
+// Returns false when the sphere exerts no force.
+bool contact_force(const Params& p, const Vector3d& cw, const Vector3d& vel, Vector3d& f, Matrix3d* Fc,
+                   Matrix3d* Fv) {
+  double pen = -cw.z();
+  if (pen <= 0.0) return false;
+  double fn = p.ke * pen - p.kd * vel.z();
+  if (fn <= 0.0) return false;
+  Eigen::Vector2d vt(vel.x(), vel.y());
+  double limit = p.mu * fn;
+  double speed_sq = vt.squaredNorm();
+  bool sliding = p.kf * p.kf * speed_sq > limit * limit;
+  Eigen::Vector2d ft;
+  Eigen::Matrix2d dft_dvt;
+  Eigen::Vector2d dft_dfn = Eigen::Vector2d::Zero();
+  if (sliding) {  // capped at mu fn along -vt
+    double s = std::sqrt(speed_sq);
+    Eigen::Vector2d vh = vt / s;
+    ft = -limit * vh;
+    dft_dvt = -(limit / s) * (Eigen::Matrix2d::Identity() - vh * vh.transpose());
+    dft_dfn = -p.mu * vh;
+  } else {  // viscous branch, slope kf
+    ft = -p.kf * vt;
+    dft_dvt = -p.kf * Eigen::Matrix2d::Identity();
+  }
+  f << ft.x(), ft.y(), fn;
+  if (Fc) {
+    Fc->setZero();
+    (*Fc)(0, 2) = dft_dfn.x() * -p.ke;
+    (*Fc)(1, 2) = dft_dfn.y() * -p.ke;
+    (*Fc)(2, 2) = -p.ke;
+  }
+  if (Fv) {
+    Fv->setZero();
+    Fv->topLeftCorner<2, 2>() = dft_dvt;
+    (*Fv)(0, 2) = dft_dfn.x() * -p.kd;
+    (*Fv)(1, 2) = dft_dfn.y() * -p.kd;
+    (*Fv)(2, 2) = -p.kd;
+  }
+  return true;
+}
+
+// PD torque on the hinges (free joint unactuated) and, for the stable PD, the armature it adds.
+// Writes w.tau (hinges), w.aug, and the diagonal derivatives dtau/dq, dtau/dv, dtau/dtarget.
+void pd(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const double* target) {
+  const Params& p = s.p;
+  int nj = s.nv - 6;
+  w.tau.setZero();
+  w.aug.setZero();
+  for (int j = 0; j < nj; ++j) {
+    double qj = q[7 + j], vj = v[6 + j];
+    double look = p.stable_pd ? p.dt * vj : 0.0;  // implicit: error at the end of the substep
+    double t = p.kp[j] * (target[j] - qj - look) - p.kd_pd[j] * vj;
+    if (std::abs(t) >= p.effort[j]) {  // saturated: constant torque, no implicit gain
+      w.tau[6 + j] = t > 0 ? p.effort[j] : -p.effort[j];
+      w.dtau_q[j] = w.dtau_v[j] = w.dtau_t[j] = 0.0;
+    } else {
+      w.tau[6 + j] = t;
+      w.dtau_q[j] = -p.kp[j];
+      w.dtau_v[j] = -(p.kd_pd[j] + (p.stable_pd ? p.dt * p.kp[j] : 0.0));
+      w.dtau_t[j] = p.kp[j];
+      if (p.stable_pd) w.aug[6 + j] = p.dt * p.kd_pd[j] + p.dt * p.dt * p.kp[j];
+    }
+  }
+}
+
+// Implicit contact damping. A sphere in contact feels f = f(v_c) - c dt a_c: its damping c = min(kd, kf)
+// acts on the end-of-substep velocity (backward Euler), isotropically. That is exactly the force of a point
+// mass dt c at the sphere centre (its weight cancelled by an upward force), so adding the mass to the body's
+// inertia keeps the O(n) ABA, and Pinocchio's derivatives see it as the constant inertia it is within the
+// substep. It lifts the bound the sole's light tangential effective mass puts on an explicit damping
+// (docs/sim.md, "Native backend"). Applied to sliding spheres too (where friction is capped and the term is
+// a small extra tangential inertia): switching it off at the stick/slip boundary made the dynamics
+// discontinuous there and the multi-step gradients 10-100x off at dt >= 1 ms (measured).
+double implicit_mass(const Params& p) { return p.implicit_contact ? p.dt * std::min(p.kd, p.kf) : 0.0; }
+
+void restore_inertias(const Sim& s, Work& w) {
+  for (int b : w.touched) w.model.inertias[b] = s.model.inertias[b];
+  w.touched.clear();
+}
+
+void add_implicit_mass(Work& w, int b, const Vector3d& c, double m) {
+  if (std::find(w.touched.begin(), w.touched.end(), b) == w.touched.end()) w.touched.push_back(b);
+  w.model.inertias[b] += Inertia(m, c, Symmetric3::Zero());
+}
+
+struct FootStats {
+  double fn[2] = {0, 0};
+  double pen[2] = {0, 0};
+};
+
+// Contact as local joint wrenches (forward). Needs w.dk.oMi and w.dk.v (forwardKinematics(q, v)).
+void contact_fext(const Sim& s, Work& w, FootStats& st, bool apply_implicit = true) {
+  const Params& p = s.p;
+  restore_inertias(s, w);
+  for (auto& f : w.fext) f.setZero();
+  st = FootStats();
+  for (size_t k = 0; k < p.sph_joint.size(); ++k) {
+    int b = p.sph_joint[k];
+    const SE3& M = w.dk.oMi[b];
+    Vector3d x = M.translation() + M.rotation() * p.sph_pos[k];
+    Vector3d cw = x - Vector3d(0, 0, p.sph_rad[k]);
+    int foot = (int)k < p.foot_start[1] ? 0 : ((int)k < p.foot_start[2] ? 1 : -1);
+    if (foot >= 0) st.pen[foot] = std::max(st.pen[foot], -cw.z());
+    if (cw.z() >= 0.0) continue;
+    Motion Vb = M.act(w.dk.v[b]);
+    Vector3d vel = Vb.linear() + Vb.angular().cross(cw);
+    Vector3d f;
+    if (!contact_force(p, cw, vel, f, nullptr, nullptr)) continue;
+    if (foot >= 0) st.fn[foot] += f.z();
+    Vector3d fl = M.rotation().transpose() * f;
+    Vector3d nl = M.rotation().transpose() * (cw - M.translation()).cross(f);
+    w.fext[b].linear() += fl;
+    w.fext[b].angular() += nl;
+    double m = implicit_mass(p);
+    if (m > 0.0 && apply_implicit) {
+      add_implicit_mass(w, b, p.sph_pos[k], m);
+      Vector3d lift_l = M.rotation().transpose() * Vector3d(0, 0, m * p.gravity);  // cancels its weight
+      w.fext[b].linear() += lift_l;
+      w.fext[b].angular() += p.sph_pos[k].cross(lift_l);
+    }
+  }
+}
+
+// One substep forward: (q, v) -> (qn, vn). Foot stats of the state (q, v).
+void substep_forward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const double* target,
+                     VectorXd& qn, VectorXd& vn, FootStats& st) {
+  forwardKinematics(w.model, w.dk, q, v);
+  contact_fext(s, w, st);
+  pd(s, w, q, v, target);
+  w.model.armature = s.p.armature + w.aug;
+  aba(w.model, w.dd, q, v, w.tau, w.fext);
+  vn = v + s.p.dt * w.dd.ddq;
+  integrate(w.model, q, s.p.dt * vn, qn);
+}
+
+// Generalised contact force and its tangent Jacobians dTc/dq, dTc/dv at (q, v). Needs w.dk.oMi, w.dk.v,
+// w.dk.J (world) and w.Vw (world twists).
+void contact_tau_jac(const Sim& s, Work& w, VectorXd& tau_c) {
+  const Params& p = s.p;
+  restore_inertias(s, w);
+  w.dTc_q.setZero();
+  w.dTc_v.setZero();
+  Matrix3d Fc, Fv;
+  std::vector<Vector3d> Jc, Jx;
+  for (size_t k = 0; k < p.sph_joint.size(); ++k) {
+    int b = p.sph_joint[k];
+    const SE3& M = w.dk.oMi[b];
+    Vector3d x = M.translation() + M.rotation() * p.sph_pos[k];
+    Vector3d cw = x - Vector3d(0, 0, p.sph_rad[k]);
+    if (cw.z() >= 0.0) continue;
+    const Motion& Vb = w.Vw[b];
+    Vector3d vel = Vb.linear() + Vb.angular().cross(cw);
+    Vector3d f;
+    if (!contact_force(p, cw, vel, f, &Fc, &Fv)) continue;
+    const Chain& ch = s.chain[b];
+    size_t n = ch.dof.size();
+    double m_imp = implicit_mass(p);
+    if (m_imp > 0.0) add_implicit_mass(w, b, p.sph_pos[k], m_imp);
+    Vector3d lift(0, 0, m_imp * p.gravity);  // constant world force at the body-fixed centre x
+    Jc.resize(n);
+    Jx.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      Motion Sj(w.dk.J.col(ch.dof[i]));
+      Jc[i] = Sj.linear() + Sj.angular().cross(cw);
+      Jx[i] = Sj.linear() + Sj.angular().cross(x);
+      tau_c[ch.dof[i]] += Jc[i].dot(f) + Jx[i].dot(lift);
+    }
+    for (size_t kk = 0; kk < n; ++kk) {
+      int dk_ = ch.dof[kk];
+      Motion Sk(w.dk.J.col(dk_));
+      Vector3d FvJ = Fv * Jc[kk];
+      // d(body twist)/d(dof kk): Sk x (twist accumulated after it in the chain)
+      Motion after = ch.parent_joint[kk] == 0 ? Vb : Motion(Vb - w.Vw[ch.parent_joint[kk]]);
+      Motion dVb = cross(Sk, after);
+      const Vector3d& dcw = Jx[kk];
+      Vector3d dvel = dVb.linear() + dVb.angular().cross(cw) + Vb.angular().cross(dcw);
+      Vector3d df = Fc * dcw + Fv * dvel;
+      for (size_t jj = 0; jj < n; ++jj) {
+        int dj = ch.dof[jj];
+        Motion Sj(w.dk.J.col(dj));
+        w.dTc_v(dj, dk_) += Jc[jj].dot(FvJ);
+        double term = Jc[jj].dot(df) + Sj.angular().cross(dcw).dot(f + lift);
+        bool moves = ch.depth[kk] < ch.depth[jj] || (ch.depth[kk] == 0 && ch.depth[jj] == 0);
+        if (moves) {  // the axis of dof jj is carried by dof kk
+          Motion dS = cross(Sk, Sj);
+          term += (dS.linear() + dS.angular().cross(cw)).dot(f) + (dS.linear() + dS.angular().cross(x)).dot(lift);
+        }
+        w.dTc_q(dj, dk_) += term;
+      }
+    }
+  }
+}
+
+// One substep backward. In: gq (tangent at qn), gv (at vn). Out (overwritten): gq (tangent at q),
+// gv (at v); g_target accumulated.
+void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const VectorXd& vn,
+                      const double* target, VectorXd& gq, VectorXd& gv, double* g_target) {
+  const Params& p = s.p;
+  int nj = s.nv - 6;
+  w.u = p.dt * vn;
+  dIntegrate(w.model, q, w.u, w.J0, ARG0);
+  dIntegrate(w.model, q, w.u, w.J1, ARG1);
+  w.gu.noalias() = w.J1.transpose() * gq;
+  w.tmp.noalias() = w.J0.transpose() * gq;
+  gq = w.tmp;
+  gv += p.dt * w.gu;  // gradient at vn
+  w.ga = p.dt * gv;   // vn = v + dt a
+
+  forwardKinematics(w.model, w.dk, q, v);
+  computeJointJacobians(w.model, w.dk);
+  for (int i = 1; i < w.model.njoints; ++i) w.Vw[i] = w.dk.oMi[i].act(w.dk.v[i]);
+  pd(s, w, q, v, target);
+  contact_tau_jac(s, w, w.tau);  // adds the contact force to w.tau
+  w.model.armature = p.armature + w.aug;
+  computeABADerivatives(w.model, w.dd, q, v, w.tau);
+  w.Minv = w.dd.Minv;
+  w.Minv.triangularView<Eigen::StrictlyLower>() = w.Minv.transpose();
+  w.lam.noalias() = w.Minv * w.ga;
+  gq.noalias() += w.dd.ddq_dq.transpose() * w.ga;
+  gq.noalias() += w.dTc_q.transpose() * w.lam;
+  gv.noalias() += w.dd.ddq_dv.transpose() * w.ga;  // v -> a at fixed tau (gv keeps the v -> vn identity)
+  gv.noalias() += w.dTc_v.transpose() * w.lam;
+  for (int j = 0; j < nj; ++j) {
+    gq[6 + j] += w.dtau_q[j] * w.lam[6 + j];
+    gv[6 + j] += w.dtau_v[j] * w.lam[6 + j];
+    g_target[j] += w.dtau_t[j] * w.lam[6 + j];
+  }
+}
+
+template <class F>
+void parallel_worlds(int n, int threads, F&& fn) {
+  threads = std::max(1, std::min(threads, n));
+  if (threads == 1) {
+    fn(0, 0, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  int per = (n + threads - 1) / threads;
+  for (int t = 0; t < threads; ++t) {
+    int lo = t * per, hi = std::min(n, lo + per);
+    if (lo < hi) pool.emplace_back([&, t, lo, hi] { fn(t, lo, hi); });
+  }
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace
+
+extern "C" {
+
+// njoints: pinocchio joints incl. the universe (0) and the free joint (1); joint i > 1 is a hinge.
+// parent[i], axis[i] (hinges: unit axis in the joint frame), placement[i] = (R row-major 9, t 3) in the
+// parent joint frame, inertia[i] = (mass, com 3, Ixx Ixy Iyy Ixz Iyz Izz about the com).
+void* g1dyn_create(int njoints, const int* parent, const double* axis, const double* placement,
+                   const double* inertia, const double* armature, const double* kp, const double* kd_pd,
+                   const double* effort, int nspheres, const int* sph_joint, const double* sph_pos,
+                   const double* sph_rad, const int* foot_start, double ke, double kd, double kf, double mu,
+                   double dt, int substeps, int stable_pd, int implicit_contact, double gravity_z) {
+  auto* s = new Sim();
+  Model& m = s->model;
+  for (int i = 1; i < njoints; ++i) {
+    const double* P = placement + 12 * i;
+    Matrix3d R;
+    R << P[0], P[1], P[2], P[3], P[4], P[5], P[6], P[7], P[8];
+    SE3 X(R, Vector3d(P[9], P[10], P[11]));
+    JointIndex id;
+    if (i == 1) {
+      id = m.addJoint(parent[i], JointModelFreeFlyer(), X, "root");
+    } else {
+      Vector3d ax(axis[3 * i], axis[3 * i + 1], axis[3 * i + 2]);
+      id = m.addJoint(parent[i], JointModelRevoluteUnaligned(ax), X, "j" + std::to_string(i));
+    }
+    const double* I = inertia + 10 * i;
+    Symmetric3 Ic(I[4], I[5], I[6], I[7], I[8], I[9]);  // pinocchio order: xx xy yy xz yz zz
+    m.appendBodyToJoint(id, Inertia(I[0], Vector3d(I[1], I[2], I[3]), Ic), SE3::Identity());
+  }
+  m.gravity.linear(Vector3d(0, 0, gravity_z));
+  s->nq = m.nq;
+  s->nv = m.nv;
+  s->nj = m.njoints;
+  Params& p = s->p;
+  int nh = m.nv - 6;
+  p.kp = Eigen::Map<const VectorXd>(kp, nh);
+  p.kd_pd = Eigen::Map<const VectorXd>(kd_pd, nh);
+  p.effort = Eigen::Map<const VectorXd>(effort, nh);
+  p.armature = Eigen::Map<const VectorXd>(armature, m.nv);
+  for (int k = 0; k < nspheres; ++k) {
+    p.sph_joint.push_back(sph_joint[k]);
+    p.sph_pos.emplace_back(sph_pos[3 * k], sph_pos[3 * k + 1], sph_pos[3 * k + 2]);
+    p.sph_rad.push_back(sph_rad[k]);
+  }
+  for (int f = 0; f < 3; ++f) p.foot_start[f] = foot_start[f];
+  p.ke = ke; p.kd = kd; p.kf = kf; p.mu = mu; p.dt = dt; p.substeps = substeps; p.stable_pd = stable_pd;
+  p.implicit_contact = implicit_contact;
+  p.gravity = -gravity_z;
+  // support chains (root first)
+  s->chain.resize(m.njoints);
+  for (int b = 1; b < m.njoints; ++b) {
+    std::vector<int> joints;
+    for (int j = b; j > 0; j = (int)m.parents[j]) joints.push_back(j);
+    std::reverse(joints.begin(), joints.end());
+    Chain& c = s->chain[b];
+    for (size_t d = 0; d < joints.size(); ++d) {
+      int j = joints[d];
+      int idx = m.idx_vs[j], nvj = m.nvs[j];
+      for (int k = 0; k < nvj; ++k) {
+        c.dof.push_back(idx + k);
+        c.depth.push_back((int)d);
+        c.parent_joint.push_back(d == 0 ? 0 : joints[d - 1]);
+      }
+    }
+  }
+  return s;
+}
+
+void g1dyn_destroy(void* h) { delete static_cast<Sim*>(h); }
+
+int g1dyn_nq(void* h) { return static_cast<Sim*>(h)->nq; }
+int g1dyn_nv(void* h) { return static_cast<Sim*>(h)->nv; }
+
+// One control step for n worlds. q0 [n, nq], v0 [n, nv], target [n, 29] in; traj_q [n, S+1, nq] and
+// traj_v [n, S+1, nv] out (kept by the caller for backward); foot_fn, foot_peak, foot_pen [n, 2] out
+// (normal force at the end, its max over substep ends, deepest penetration at the end).
+void g1dyn_forward(void* h, int n, const double* q0, const double* v0, const double* target, double* traj_q,
+                   double* traj_v, double* foot_fn, double* foot_peak, double* foot_pen, int threads) {
+  const Sim& s = *static_cast<Sim*>(h);
+  int S = s.p.substeps, nq = s.nq, nv = s.nv, nh = nv - 6;
+  parallel_worlds(n, threads, [&](int, int lo, int hi) {
+    Work w(s);
+    VectorXd q(nq), v(nv), qn(nq), vn(nv);
+    FootStats st;
+    for (int i = lo; i < hi; ++i) {
+      q = Eigen::Map<const VectorXd>(q0 + (size_t)i * nq, nq);
+      v = Eigen::Map<const VectorXd>(v0 + (size_t)i * nv, nv);
+      q.segment<4>(3).normalize();
+      double* tq = traj_q + (size_t)i * (S + 1) * nq;
+      double* tv = traj_v + (size_t)i * (S + 1) * nv;
+      Eigen::Map<VectorXd>(tq, nq) = q;
+      Eigen::Map<VectorXd>(tv, nv) = v;
+      double peak[2] = {0, 0};
+      for (int k = 0; k < S; ++k) {
+        substep_forward(s, w, q, v, target + (size_t)i * nh, qn, vn, st);
+        if (k > 0) for (int f = 0; f < 2; ++f) peak[f] = std::max(peak[f], st.fn[f]);
+        q = qn;
+        v = vn;
+        Eigen::Map<VectorXd>(tq + (size_t)(k + 1) * nq, nq) = q;
+        Eigen::Map<VectorXd>(tv + (size_t)(k + 1) * nv, nv) = v;
+      }
+      forwardKinematics(w.model, w.dk, q, v);  // stats of the final state
+      contact_fext(s, w, st, false);
+      for (int f = 0; f < 2; ++f) {
+        peak[f] = std::max(peak[f], st.fn[f]);
+        foot_fn[2 * i + f] = st.fn[f];
+        foot_peak[2 * i + f] = peak[f];
+        foot_pen[2 * i + f] = std::max(0.0, st.pen[f]);
+      }
+    }
+  });
+}
+
+// Reverse mode through one control step. gq_out [n, nv] (tangent at the last q), gv_out [n, nv] in;
+// gq_in [n, nv] (tangent at the first q), gv_in [n, nv], g_target [n, 29] out.
+void g1dyn_backward(void* h, int n, const double* traj_q, const double* traj_v, const double* target,
+                    const double* gq_out, const double* gv_out, double* gq_in, double* gv_in, double* g_target,
+                    int threads) {
+  const Sim& s = *static_cast<Sim*>(h);
+  int S = s.p.substeps, nq = s.nq, nv = s.nv, nh = nv - 6;
+  parallel_worlds(n, threads, [&](int, int lo, int hi) {
+    Work w(s);
+    VectorXd q(nq), v(nv), vn(nv), gq(nv), gv(nv);
+    for (int i = lo; i < hi; ++i) {
+      const double* tq = traj_q + (size_t)i * (S + 1) * nq;
+      const double* tv = traj_v + (size_t)i * (S + 1) * nv;
+      gq = Eigen::Map<const VectorXd>(gq_out + (size_t)i * nv, nv);
+      gv = Eigen::Map<const VectorXd>(gv_out + (size_t)i * nv, nv);
+      double* gt = g_target + (size_t)i * nh;
+      std::fill(gt, gt + nh, 0.0);
+      for (int k = S - 1; k >= 0; --k) {
+        q = Eigen::Map<const VectorXd>(tq + (size_t)k * nq, nq);
+        v = Eigen::Map<const VectorXd>(tv + (size_t)k * nv, nv);
+        vn = Eigen::Map<const VectorXd>(tv + (size_t)(k + 1) * nv, nv);
+        substep_backward(s, w, q, v, vn, target + (size_t)i * nh, gq, gv, gt);
+      }
+      Eigen::Map<VectorXd>(gq_in + (size_t)i * nv, nv) = gq;
+      Eigen::Map<VectorXd>(gv_in + (size_t)i * nv, nv) = gv;
+    }
+  });
+}
+
+}  // extern "C"

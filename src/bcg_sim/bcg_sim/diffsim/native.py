@@ -1,0 +1,547 @@
+"""The native CPU backend: G1 articulated-body dynamics with analytic gradients (Pinocchio, C++).
+
+`NativeSimulator` has the `Simulator` interface (`step(target_q, joint_q, joint_qd) -> StepOutput` in Newton's
+layout, `new_rollout()`, `default_state()`, `m`), so `G1DiffEnv`, BCG and the tools use either backend
+(config `backend`). What differs is inside:
+
+- dynamics: Pinocchio's articulated-body algorithm, O(n) on the G1's tree, and its analytic derivatives
+  (`computeABADerivatives`), instead of a dense 35x35 mass matrix + Cholesky and its tape adjoint;
+- contact and PD: the same laws as `kernels.py`, with hand-derived adjoints in `csrc/g1_dynamics.cpp`;
+  the PD may be "stable" (`solver.stable_pd`: implicit in q and qd, its gains on the mass-matrix diagonal),
+  which removes the PD's step-size limit (docs/sim.md, "Native backend");
+- memory: a control step keeps only its substep states (S x (36 + 35) doubles per world), no tapes;
+- both cores: `solver.threads` worlds-parallel C++ threads.
+
+Body poses and twists (`StepOutput.body_q`, `body_qd`) are computed from the joint state by a batched torch
+forward kinematics (`TorchFK`), so their gradients are torch's.
+
+The shared library is compiled from `csrc/g1_dynamics.cpp` on first use (about 1-2 min; cached by source hash
+under $BCG_NATIVE_CACHE, default ~/.cache/bcg_native; `python -m bcg_sim.warmup` does it at setup).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.autograd.function import once_differentiable
+
+from bcg_sim import g1
+from bcg_sim.config import ConfigError
+from bcg_sim.diffsim.config import SimConfig
+from bcg_sim.diffsim.model import COORDS_PER_WORLD, DOFS_PER_WORLD, NUM_JOINTS, pd_gains
+
+_SOURCE = Path(__file__).with_name("csrc") / "g1_dynamics.cpp"
+# Pinocchio's own interface definitions (its CMake package exports them): boost::variant must hold all
+# of its joint types.
+_DEFINES = ["BOOST_MPL_LIMIT_LIST_SIZE=30", "BOOST_MPL_LIMIT_VECTOR_SIZE=30", "BOOST_MPL_CFG_NO_PREPROCESSED_HEADERS",
+            "BOOST_FUSION_INVOKE_MAX_ARITY=12", "PINOCCHIO_ENABLE_TEMPLATE_INSTANTIATION", "NDEBUG"]
+_EIGEN_INCLUDE = Path("/usr/include/eigen3")  # Debian/Ubuntu libeigen3-dev (scripts/setup.sh installs it)
+_lib_lock = threading.Lock()
+_lib: ctypes.CDLL | None = None
+
+
+class NativeBuildError(RuntimeError):
+    """The native backend could not be compiled or loaded (the message says what is missing)."""
+
+
+def _pinocchio_prefix() -> Path:
+    try:
+        import pinocchio
+    except ImportError as exc:
+        raise NativeBuildError("backend 'native' needs Pinocchio: pip install pin (requirements.txt)") from exc
+    for parent in Path(pinocchio.__file__).resolve().parents:
+        if (parent / "include" / "pinocchio" / "algorithm" / "aba-derivatives.hpp").exists():
+            return parent
+    raise NativeBuildError(f"Pinocchio's C++ headers were not found above {pinocchio.__file__}")
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("BCG_NATIVE_CACHE") or Path.home() / ".cache" / "bcg_native")
+
+
+def library_path() -> Path:
+    """Where the compiled library for the current source and Pinocchio lives (built or not)."""
+    prefix = _pinocchio_prefix()
+    key = hashlib.sha256(_SOURCE.read_bytes() + str(prefix).encode() + " ".join(_DEFINES).encode()).hexdigest()
+    return _cache_dir() / f"g1dyn-{key[:16]}.so"
+
+
+def build_library(verbose: bool = True) -> Path:
+    """Compile csrc/g1_dynamics.cpp against the installed Pinocchio (once per source hash)."""
+    out = library_path()
+    if out.exists():
+        return out
+    prefix = _pinocchio_prefix()
+    if not (_EIGEN_INCLUDE / "Eigen" / "Core").exists():
+        raise NativeBuildError(f"Eigen headers not found in {_EIGEN_INCLUDE}: apt-get install libeigen3-dev")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    cmd = ["g++", "-O2", "-std=c++17", "-fPIC", "-shared", *[f"-D{d}" for d in _DEFINES],
+           f"-I{prefix / 'include'}", f"-I{_EIGEN_INCLUDE}", str(_SOURCE), f"-L{prefix / 'lib'}",
+           "-lpinocchio_default", f"-Wl,-rpath,{prefix / 'lib'}", "-pthread", "-o", str(tmp)]
+    if verbose:
+        print(f"bcg_sim: compiling the native G1 dynamics (once, ~1-2 min) -> {out}", file=sys.stderr, flush=True)
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise NativeBuildError(f"compiling {_SOURCE.name} failed:\n{res.stderr[-4000:]}")
+    tmp.replace(out)  # atomic: a concurrent process sees either nothing or the whole library
+    return out
+
+
+def _load() -> ctypes.CDLL:
+    global _lib
+    with _lib_lock:
+        if _lib is None:
+            lib = ctypes.CDLL(str(build_library()))
+            P, I, D = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
+            lib.g1dyn_create.restype = P
+            lib.g1dyn_create.argtypes = [I, P, P, P, P, P, P, P, P, I, P, P, P, P, D, D, D, D, D, I, I, I, D]
+            lib.g1dyn_destroy.argtypes = [P]
+            lib.g1dyn_forward.argtypes = [P, I, P, P, P, P, P, P, P, P, I]
+            lib.g1dyn_backward.argtypes = [P, I, P, P, P, P, P, P, P, P, I]
+            _lib = lib
+        return _lib
+
+
+def _ptr(a: np.ndarray) -> ctypes.c_void_p:
+    return ctypes.c_void_p(a.ctypes.data)
+
+
+# --------------------------------------------------------------------------------------------- the robot
+
+@dataclass
+class NativeModel:
+    """The G1 as the native backend and the torch FK see it, plus what `Simulator.m` offers its users."""
+
+    body_names: list[str]  # [30] Newton order == bcg_sim.g1.body_names()
+    joint_names: list[str]  # [29] motor order
+    bodies_per_world: int
+    foot_body: tuple[int, int]
+    root_com_b: np.ndarray  # [3]
+    default_joint_q: np.ndarray  # [36] Newton layout
+    kp: np.ndarray  # [29]
+    kd: np.ndarray
+    effort_limit: np.ndarray
+    # pinocchio tables (index 0 = universe, 1 = free joint)
+    parent: np.ndarray  # [31] int32
+    axis: np.ndarray  # [31, 3]
+    placement: np.ndarray  # [31, 12] R row-major, t
+    inertia: np.ndarray  # [31, 10]
+    armature: np.ndarray  # [35]
+    body_joint: np.ndarray  # [30] pinocchio joint of each body (Newton order)
+    body_com: np.ndarray  # [30, 3] COM in the body frame
+    sph_joint: np.ndarray  # [S] int32
+    sph_pos: np.ndarray  # [S, 3]
+    sph_rad: np.ndarray  # [S]
+    foot_start: np.ndarray  # [3] int32
+
+
+def build_native_model(cfg: SimConfig) -> NativeModel:
+    """Tables of the project's G1 (its URDF, parsed by Pinocchio) with the contact spheres and PD of model.py."""
+    import pinocchio as pin
+
+    pm = pin.buildModelFromXML(g1.to_urdf(cfg.variant), pin.JointModelFreeFlyer())
+    names = list(pm.names)[2:]
+    if names != g1.joint_names(cfg.variant):
+        raise RuntimeError(f"Pinocchio joint order {names} differs from the motor order")
+    nj = pm.njoints
+    parent = np.array(pm.parents, dtype=np.int32)
+    axis = np.zeros((nj, 3))
+    placement = np.zeros((nj, 12))
+    inertia = np.zeros((nj, 10))
+    for i in range(1, nj):
+        X = pm.jointPlacements[i]
+        placement[i, :9] = X.rotation.reshape(-1)
+        placement[i, 9:] = X.translation
+        Y = pm.inertias[i]
+        Ic = Y.inertia
+        inertia[i] = [Y.mass, *Y.lever, Ic[0, 0], Ic[0, 1], Ic[1, 1], Ic[0, 2], Ic[1, 2], Ic[2, 2]]
+        if i > 1:
+            short = pm.joints[i].shortname()
+            if short in ("JointModelRX", "JointModelRY", "JointModelRZ"):
+                axis[i, "XYZ".index(short[-1])] = 1.0
+            elif short == "JointModelRevoluteUnaligned":
+                axis[i] = np.asarray(pm.joints[i].extract().axis)
+            else:
+                raise RuntimeError(f"unexpected joint type {short} for {pm.names[i]}")
+    body_names = list(g1.body_names(cfg.variant))
+    frame_joint = {f.name: f.parentJoint for f in pm.frames if f.type == pin.FrameType.BODY}
+    body_joint = np.array([frame_joint[b] for b in body_names], dtype=np.int32)
+    body_com = np.array([inertia[j, 1:4] for j in body_joint])
+
+    arm = np.zeros(DOFS_PER_WORLD)
+    for j, joint in enumerate(g1.joints(cfg.variant)):
+        arm[6 + j] = max(g1.MOTORS[joint.motor].armature, cfg.actuation.min_armature)
+
+    foot_body = tuple(body_names.index(f) for f in g1.FOOT_BODIES)
+    sj, sp, sr, starts = [], [], [], [0]
+    for fb in foot_body:  # sole spheres first, as in model.py
+        for p in g1.foot_sphere_positions():
+            sj.append(body_joint[fb]); sp.append(p); sr.append(g1.FOOT_SPHERE_RADIUS)
+        starts.append(len(sj))
+    for name, radius in cfg.contact.body_spheres.items():
+        if name not in body_names:
+            raise ConfigError(f"sim config: contact.body_spheres: unknown body {name!r}; bodies: {body_names}")
+        bi = body_names.index(name)
+        if bi in foot_body:
+            raise ConfigError(f"sim config: contact.body_spheres: {name!r} is a foot (its sole spheres are used)")
+        sj.append(body_joint[bi]); sp.append(body_com[bi]); sr.append(radius)
+
+    kp, kd = pd_gains(cfg)
+    motors = [g1.MOTORS[j.motor] for j in g1.joints(cfg.variant)]
+    default_q = np.concatenate([g1.default_qpos(cfg.variant)[:3], [0.0, 0.0, 0.0, 1.0],
+                                g1.default_joint_pos(cfg.variant)])
+    return NativeModel(
+        body_names=body_names, joint_names=g1.joint_names(cfg.variant), bodies_per_world=len(body_names),
+        foot_body=foot_body, root_com_b=body_com[0].copy(), default_joint_q=default_q,  # type: ignore[arg-type]
+        kp=np.array(kp), kd=np.array(kd), effort_limit=np.array([m.effort_limit for m in motors]),
+        parent=parent, axis=axis, placement=placement, inertia=inertia, armature=arm, body_joint=body_joint,
+        body_com=body_com, sph_joint=np.array(sj, dtype=np.int32), sph_pos=np.array(sp, dtype=float),
+        sph_rad=np.array(sr, dtype=float), foot_start=np.array(starts[:3], dtype=np.int32))
+
+
+def stable_dt_bound(cfg: SimConfig, m: NativeModel) -> float:
+    """Largest substep [s] at which the native step is linearly stable on the G1 standing on both feet.
+
+    Semi-implicit Euler on x'' = -A (K x + C x') is stable while dt^2 w^2 + 2 dt g < 4 for every mode, with
+    A = Jc M~^-1 Jc^T the inverse effective mass of the 8 sole spheres' contact points (3 directions each; M~
+    is the mass matrix with the armature and, with solver.stable_pd, the implicit PD terms dt kd + dt^2 kp),
+    K the normal stiffnesses, C the explicit dampings: w^2 = max eig(A K), g = max eig(A C). With
+    solver.implicit_contact the contact damping is implicit (C = 0). Without solver.stable_pd the PD's own modes (M~^-1 Kp, M~^-1 Kd) bound dt too.
+    The bound depends on dt itself through M~: it is solved by fixed-point iteration.
+    """
+    import pinocchio as pin
+
+    pm = pin.buildModelFromXML(g1.to_urdf(cfg.variant), pin.JointModelFreeFlyer())
+    q = m.default_joint_q.astype(np.float64)
+    c, stable, implicit = cfg.contact, cfg.solver.stable_pd, cfg.solver.implicit_contact
+    n_s = int(m.foot_start[2])
+    K = np.diag(np.tile([0.0, 0.0, c.ke], n_s))
+    C = np.zeros_like(K) if implicit else np.diag(np.tile([c.kf, c.kf, c.kd], n_s))
+
+    def modes(dt: float) -> tuple[float, float]:
+        arm = m.armature.copy()
+        if stable:
+            arm[6:] += dt * m.kd + dt * dt * m.kp
+        pm.armature = arm
+        d = pm.createData()
+        Minv = pin.computeMinverse(pm, d, q)
+        Minv = np.triu(Minv) + np.triu(Minv, 1).T
+        pin.computeJointJacobians(pm, d, q)
+        rows = []
+        for k in range(n_s):
+            X = d.oMi[int(m.sph_joint[k])]
+            r = X.rotation @ m.sph_pos[k] - np.array([0.0, 0.0, m.sph_rad[k]])
+            J6 = pin.getJointJacobian(pm, d, int(m.sph_joint[k]), pin.LOCAL_WORLD_ALIGNED)
+            rows.append(J6[:3] - pin.skew(r) @ J6[3:])
+        A = np.vstack(rows) @ Minv @ np.vstack(rows).T
+        w2 = float(np.max(np.real(np.linalg.eigvals(A @ K))))
+        g = float(np.max(np.real(np.linalg.eigvals(A @ C)))) if C.any() else 0.0
+        if not stable:  # the explicit PD's own modes
+            Mj = np.linalg.inv(Minv)[6:, 6:]
+            w2 = max(w2, float(np.max(np.real(np.linalg.eigvals(np.linalg.solve(Mj, np.diag(m.kp)))))))
+            g = max(g, float(np.max(np.real(np.linalg.eigvals(np.linalg.solve(Mj, np.diag(m.kd)))))))
+        return w2, g
+
+    dt = cfg.sim_dt
+    for _ in range(8):  # M~ grows with dt (stable PD): iterate bound(dt) to its fixed point
+        w2, g = modes(dt)
+        dt_new = (-g + np.sqrt(g * g + 4.0 * w2)) / w2  # positive root of w2 dt^2 + 2 g dt - 4 = 0
+        if abs(dt_new - dt) < 1e-6:
+            break
+        dt = dt_new
+    return float(dt_new)
+
+
+# ------------------------------------------------------------------------------ quaternion helpers (x y z w)
+
+def _quat_mul_xyzw(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    av, aw = a[..., :3], a[..., 3:]
+    bv, bw = b[..., :3], b[..., 3:]
+    return torch.cat([aw * bv + bw * av + torch.cross(av, bv, dim=-1),
+                      aw * bw - (av * bv).sum(-1, keepdim=True)], dim=-1)
+
+
+def _quat_rotate_xyzw(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    u, w = q[..., :3], q[..., 3:]
+    t = 2.0 * torch.cross(u, v, dim=-1)
+    return v + w * t + torch.cross(u, t, dim=-1)
+
+
+def _quat_rotate_inv_xyzw(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return _quat_rotate_xyzw(torch.cat([-q[..., :3], q[..., 3:]], dim=-1), v)
+
+
+def _rot_xyzw(q: torch.Tensor) -> torch.Tensor:
+    """Rotation matrices [..., 3, 3] of unit quaternions [..., 4] (x y z w)."""
+    x, y, z, w = q.unbind(-1)
+    return torch.stack([
+        1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w),
+        2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w),
+        2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], -1).reshape(*q.shape[:-1], 3, 3)
+
+
+def _skew(v: torch.Tensor) -> torch.Tensor:
+    x, y, z = v.unbind(-1)
+    o = torch.zeros_like(x)
+    return torch.stack([o, -z, y, z, o, -x, -y, x, o], -1).reshape(*v.shape[:-1], 3, 3)
+
+
+def newton_to_pin_velocity(joint_q, joint_qd, root_com_b):
+    """Newton free-joint velocity (v_com_w, omega_w) -> Pinocchio's (v_origin_b, omega_b); joints unchanged."""
+    quat = joint_q[:, 3:7]
+    w_b = _quat_rotate_inv_xyzw(quat, joint_qd[:, 3:6])
+    v_b = _quat_rotate_inv_xyzw(quat, joint_qd[:, 0:3]) - torch.cross(w_b, root_com_b.expand_as(w_b), dim=-1)
+    return torch.cat([v_b, w_b, joint_qd[:, 6:]], dim=-1)
+
+
+def pin_to_newton_velocity(joint_q, v, root_com_b):
+    quat = joint_q[:, 3:7]
+    w_b = v[:, 3:6]
+    v_com = _quat_rotate_xyzw(quat, v[:, 0:3] + torch.cross(w_b, root_com_b.expand_as(w_b), dim=-1))
+    return torch.cat([v_com, _quat_rotate_xyzw(quat, w_b), v[:, 6:]], dim=-1)
+
+
+# ------------------------------------------------------------------------------------------ torch FK
+
+class TorchFK:
+    """Batched forward kinematics of the G1 tree in torch, level by level (bodies of one depth at once):
+    body_q [N, 30, 7] (p_w, q x y z w) and body_qd [N, 30, 6] (v of the COM, omega; world), Newton's
+    body layout, from joint_q [N, 36] and Pinocchio velocities v [N, 35]. Differentiable by torch."""
+
+    def __init__(self, m: NativeModel, device: torch.device):
+        joint_body = {int(j): b for b, j in enumerate(m.body_joint)}
+        nb = len(m.body_names)
+        self.parent_body = np.full(nb, -1)
+        depth = np.zeros(nb, dtype=int)
+        for b, j in enumerate(m.body_joint):
+            if j > 1:
+                self.parent_body[b] = joint_body[int(m.parent[j])]
+                depth[b] = depth[self.parent_body[b]] + 1
+        f32 = dict(dtype=torch.float32, device=device)
+        R0 = torch.as_tensor(m.placement[m.body_joint, :9].reshape(nb, 3, 3), **f32)
+        self.t0 = torch.as_tensor(m.placement[m.body_joint, 9:], **f32)  # [30, 3] in the parent frame
+        self.q0 = _matrix_to_quat_xyzw(R0)  # [30, 4] fixed rotation from the parent frame
+        self.axis = torch.as_tensor(m.axis[m.body_joint], **f32)  # [30, 3] in the body frame
+        self.com = torch.as_tensor(m.body_com, **f32)
+        self.hinge = (m.body_joint - 2).astype(int)  # joint coordinate index of each body's hinge (-1 root)
+        self.levels = [torch.as_tensor(np.nonzero(depth == d)[0], device=device) for d in range(1, depth.max() + 1)]
+        self.nb = nb
+
+    def __call__(self, joint_q: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = joint_q.shape[0]
+        pos = [None] * self.nb
+        quat = [None] * self.nb
+        om = [None] * self.nb
+        vo = [None] * self.nb  # velocity of the body origin, world
+        quat[0], pos[0] = joint_q[:, 3:7], joint_q[:, 0:3]
+        om[0] = _quat_rotate_xyzw(quat[0], v[:, 3:6])
+        vo[0] = _quat_rotate_xyzw(quat[0], v[:, 0:3])
+        P = torch.stack(pos[:1], 1)  # grown level by level
+        for lvl in self.levels:
+            idx = lvl.tolist()
+            par = self.parent_body[idx].tolist()
+            qp = torch.stack([quat[p] for p in par], 1)  # [N, L, 4]
+            pp = torch.stack([pos[p] for p in par], 1)
+            wp_ = torch.stack([om[p] for p in par], 1)
+            vp = torch.stack([vo[p] for p in par], 1)
+            h = self.hinge[idx].tolist()
+            ang = joint_q[:, [7 + k for k in h]]  # [N, L]
+            rate = v[:, [6 + k for k in h]]
+            ax = self.axis[lvl]  # [L, 3]
+            half = 0.5 * ang.unsqueeze(-1)
+            qj = torch.cat([ax * torch.sin(half), torch.cos(half)], -1)  # [N, L, 4]
+            qb = _quat_mul_xyzw(_quat_mul_xyzw(qp, self.q0[lvl].expand_as(qp)), qj)
+            pb = pp + _quat_rotate_xyzw(qp, self.t0[lvl].expand_as(pp))
+            wb = wp_ + _quat_rotate_xyzw(qb, ax.expand(n, -1, -1)) * rate.unsqueeze(-1)
+            vb = vp + torch.cross(wp_, pb - pp, dim=-1)  # hinges sit at the child origin
+            for k, b in enumerate(idx):
+                quat[b], pos[b], om[b], vo[b] = qb[:, k], pb[:, k], wb[:, k], vb[:, k]
+        Q, P, W, V = (torch.stack(x, 1) for x in (quat, pos, om, vo))
+        v_com = V + torch.cross(W, _quat_rotate_xyzw(Q, self.com.expand(n, -1, -1)), dim=-1)
+        return torch.cat([P, Q], -1), torch.cat([v_com, W], -1)
+
+
+def _matrix_to_quat_xyzw(R: torch.Tensor) -> torch.Tensor:
+    """Unit quaternions (x y z w) of rotation matrices [..., 3, 3] (constants: no gradient needed)."""
+    from scipy.spatial.transform import Rotation
+
+    q = Rotation.from_matrix(R.detach().cpu().numpy().astype(np.float64)).as_quat()  # x y z w
+    return torch.as_tensor(q, dtype=R.dtype, device=R.device)
+
+
+# ------------------------------------------------------------------------------- tangent <-> coordinates
+
+def _tangent_grad_to_coords(joint_q: torch.Tensor, g_tan: torch.Tensor) -> torch.Tensor:
+    """g_tan [N, 35] (Pinocchio tangent at the normalized q) -> gradient w.r.t. the 36 coordinates of the
+    *unnormalized* input q: delta_p_b = R^T dp, delta_theta = 2 vec(q^* (x) dq) / |q| (the 3x4 map G)."""
+    quat = joint_q[:, 3:7]
+    norm = quat.norm(dim=-1, keepdim=True)
+    qn = quat / norm
+    u, w = qn[:, :3], qn[:, 3:]
+    g_p = _quat_rotate_xyzw(qn, g_tan[:, 0:3])  # (R^T)^T g
+    gt = g_tan[:, 3:6]
+    # G = 2 [w I - [u]x | -u]; G^T gt = 2 (w gt + u x gt, -u . gt)
+    g_vec = 2.0 * (w * gt + torch.cross(u, gt, dim=-1)) / norm
+    g_w = -2.0 * (u * gt).sum(-1, keepdim=True) / norm
+    return torch.cat([g_p, g_vec, g_w, g_tan[:, 6:]], dim=-1)
+
+
+def _coords_grad_to_tangent(joint_q: torch.Tensor, g_coords: torch.Tensor) -> torch.Tensor:
+    """g_coords [N, 36] w.r.t. the output coordinates -> tangent [N, 35] at that (unit) q:
+    dp = R delta_p_b, dq = 1/2 q (x) (0, delta_theta) (the 4x3 map E)."""
+    qn = joint_q[:, 3:7]
+    u, w = qn[:, :3], qn[:, 3:]
+    g_p = _quat_rotate_inv_xyzw(qn, g_coords[:, 0:3])
+    gv, gw = g_coords[:, 3:6], g_coords[:, 6:7]
+    # E = 1/2 [[w I + [u]x]; -u^T]; E^T g = 1/2 (w gv - u x gv - u gw)
+    g_theta = 0.5 * (w * gv - torch.cross(u, gv, dim=-1) - u * gw)
+    return torch.cat([g_p, g_theta, g_coords[:, 7:]], dim=-1)
+
+
+# ------------------------------------------------------------------------------------------ simulator
+
+@dataclass
+class NativeStepOutput:
+    joint_q: torch.Tensor
+    joint_qd: torch.Tensor
+    body_q: torch.Tensor
+    body_qd: torch.Tensor
+    foot_force: torch.Tensor
+    foot_force_peak: torch.Tensor
+    foot_penetration: torch.Tensor
+
+
+class NativeSimulator:
+    """N G1 worlds on the native backend, the `bridge.Simulator` interface (see the module docstring)."""
+
+    def __init__(self, cfg: SimConfig, num_worlds: int):
+        cfg.validate()
+        if not cfg.device.startswith("cpu"):
+            raise ConfigError(f"sim config: backend 'native' runs on the CPU only, device is {cfg.device!r} "
+                              "(use backend: newton on CUDA)")
+        if num_worlds < 1:
+            raise ConfigError(f"num_worlds must be >= 1, got {num_worlds}")
+        self.cfg = cfg
+        self.num_worlds = num_worlds
+        self.substeps = cfg.substeps
+        self.device = "cpu"
+        self.m = build_native_model(cfg)
+        self.stable_dt = stable_dt_bound(cfg, self.m)
+        limit = cfg.solver.native_stability_safety * self.stable_dt
+        if cfg.sim_dt > limit * (1 + 1e-9):
+            raise ConfigError(
+                f"sim config: sim_dt: {cfg.sim_dt * 1e3:.3g} ms is above the native backend's bound "
+                f"{limit * 1e3:.3g} ms (solver.native_stability_safety {cfg.solver.native_stability_safety:g} x the "
+                f"computed contact/PD stability bound {self.stable_dt * 1e3:.3g} ms at kappa={cfg.contact.kappa:g} kN/m, "
+                f"damping_ratio {cfg.contact.damping_ratio:g}, stable_pd {cfg.solver.stable_pd}, implicit_contact "
+                f"{cfg.solver.implicit_contact}, gains {cfg.actuation.gains})")
+        self.threads = cfg.solver.threads
+        self._lib = _load()
+        m, c = self.m, cfg.contact
+        self._tables = [np.ascontiguousarray(a) for a in (m.parent, m.axis, m.placement, m.inertia, m.armature,
+                                                           m.kp, m.kd, m.effort_limit, m.sph_joint, m.sph_pos,
+                                                           m.sph_rad, m.foot_start)]
+        t = self._tables
+        self._h = self._lib.g1dyn_create(
+            len(m.parent), _ptr(t[0]), _ptr(t[1]), _ptr(t[2]), _ptr(t[3]), _ptr(t[4]), _ptr(t[5]), _ptr(t[6]),
+            _ptr(t[7]), len(m.sph_joint), _ptr(t[8]), _ptr(t[9]), _ptr(t[10]), _ptr(t[11]),
+            float(c.ke), float(c.kd), float(c.kf), float(c.friction_mu), float(cfg.sim_dt), int(self.substeps),
+            int(cfg.solver.stable_pd), int(cfg.solver.implicit_contact), -9.81)
+        self.fk = TorchFK(m, torch.device("cpu"))
+        self._root_com = torch.as_tensor(m.root_com_b, dtype=torch.float32)
+        self._generation = 0
+
+    def __del__(self):
+        h = getattr(self, "_h", None)
+        if h:
+            self._lib.g1dyn_destroy(h)
+            self._h = None
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def new_rollout(self) -> None:
+        """Mark earlier steps as belonging to a finished rollout (their backward still works: each step keeps
+        its own substep states, so nothing is recycled)."""
+        self._generation += 1
+
+    def default_state(self) -> tuple[torch.Tensor, torch.Tensor]:
+        q = torch.as_tensor(self.m.default_joint_q, dtype=torch.float32).expand(self.num_worlds, -1).clone()
+        return q, torch.zeros(self.num_worlds, DOFS_PER_WORLD)
+
+    def step(self, target_q: torch.Tensor, joint_q: torch.Tensor, joint_qd: torch.Tensor) -> NativeStepOutput:
+        """One control period for all worlds; Newton layout in and out (see bridge.Simulator.step)."""
+        n = self.num_worlds
+        for name, t, shape in (("target_q", target_q, (n, NUM_JOINTS)), ("joint_q", joint_q, (n, COORDS_PER_WORLD)),
+                               ("joint_qd", joint_qd, (n, DOFS_PER_WORLD))):
+            if tuple(t.shape) != shape:
+                raise ValueError(f"Simulator.step: {name} has shape {tuple(t.shape)}, expected {shape}")
+        v = newton_to_pin_velocity(joint_q, joint_qd, self._root_com)
+        diag = {}
+        q1, v1 = _NativeStep.apply(self, diag, target_q, joint_q, v)
+        body_q, body_qd = self.fk(q1, v1)
+        return NativeStepOutput(joint_q=q1, joint_qd=pin_to_newton_velocity(q1, v1, self._root_com),
+                                body_q=body_q, body_qd=body_qd, **diag)
+
+    # used by _NativeStep
+    def _forward(self, target: np.ndarray, q: np.ndarray, v: np.ndarray):
+        n, S = self.num_worlds, self.substeps
+        traj_q = np.empty((n, S + 1, COORDS_PER_WORLD))
+        traj_v = np.empty((n, S + 1, DOFS_PER_WORLD))
+        fn, peak, pen = (np.empty((n, 2)) for _ in range(3))
+        self._lib.g1dyn_forward(self._h, n, _ptr(q), _ptr(v), _ptr(target), _ptr(traj_q), _ptr(traj_v),
+                                _ptr(fn), _ptr(peak), _ptr(pen), self.threads)
+        return traj_q, traj_v, fn, peak, pen
+
+    def _backward(self, traj_q, traj_v, target, gq_tan, gv):
+        n = self.num_worlds
+        gq_in = np.empty((n, DOFS_PER_WORLD))
+        gv_in = np.empty((n, DOFS_PER_WORLD))
+        g_t = np.empty((n, NUM_JOINTS))
+        self._lib.g1dyn_backward(self._h, n, _ptr(traj_q), _ptr(traj_v), _ptr(target), _ptr(gq_tan), _ptr(gv),
+                                 _ptr(gq_in), _ptr(gv_in), _ptr(g_t), self.threads)
+        return gq_in, gv_in, g_t
+
+
+def _np64(t: torch.Tensor) -> np.ndarray:
+    return np.ascontiguousarray(t.detach().cpu().numpy(), dtype=np.float64)
+
+
+class _NativeStep(torch.autograd.Function):
+    """(target [N, 29], q [N, 36], v [N, 35] Pinocchio layout) -> (q', v') after one control step."""
+
+    @staticmethod
+    def forward(ctx, sim: NativeSimulator, diag: dict, target, q, v):
+        t64 = _np64(target)
+        traj_q, traj_v, fn, peak, pen = sim._forward(t64, _np64(q), _np64(v))
+        diag.update(foot_force=torch.as_tensor(fn, dtype=torch.float32),
+                    foot_force_peak=torch.as_tensor(peak, dtype=torch.float32),
+                    foot_penetration=torch.as_tensor(pen, dtype=torch.float32))
+        ctx.sim, ctx.traj, ctx.target = sim, (traj_q, traj_v), t64
+        ctx.q_in = q.detach()
+        q1 = torch.as_tensor(traj_q[:, -1], dtype=torch.float32)
+        ctx.q_out = q1
+        return q1, torch.as_tensor(traj_v[:, -1], dtype=torch.float32)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g_q, g_v):
+        n = ctx.q_out.shape[0]
+        g_q = torch.zeros(n, COORDS_PER_WORLD) if g_q is None else g_q
+        g_v = torch.zeros(n, DOFS_PER_WORLD) if g_v is None else g_v
+        g_tan = _coords_grad_to_tangent(ctx.q_out.double(), g_q.double())
+        gq_in, gv_in, g_t = ctx.sim._backward(*ctx.traj, ctx.target, _np64(g_tan), _np64(g_v))
+        g_q_in = _tangent_grad_to_coords(ctx.q_in.double(), torch.as_tensor(gq_in))
+        return (None, None, torch.as_tensor(g_t, dtype=torch.float32), g_q_in.float(),
+                torch.as_tensor(gv_in, dtype=torch.float32))
