@@ -42,7 +42,7 @@ def one_step(device: str):
     pose with a small target offset: (joint_q [N, 36], d/d target [N, 29], seconds)."""
     from bcg_sim.diffsim import Simulator, load_sim_config
 
-    cfg = load_sim_config()
+    cfg = load_sim_config().with_backend("newton")  # the CUDA path is the newton backend
     cfg = dc.replace(cfg, device=device).validate()
     sim = Simulator(cfg, N_WORLDS)
     q, qd = sim.default_state()
@@ -65,7 +65,7 @@ def bcg_rollout(device: str):
     from bcg_sim.diffsim import G1DiffEnv, load_sim_config
     from bcg_sim.diffsim.gradvar import per_world_gradients
 
-    cfg = load_sim_config()
+    cfg = load_sim_config().with_backend("newton")
     cfg = dc.replace(cfg, device=device, bcg=dc.replace(cfg.bcg, enabled=True,
                                                        pool_size=cfg.bcg.branches * BCG_WORLDS * 2))
     env = G1DiffEnv(cfg.with_kappa(BCG_KAPPA), BCG_WORLDS)

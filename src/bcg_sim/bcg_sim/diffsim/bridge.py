@@ -25,6 +25,7 @@ import warp as wp
 from torch.autograd.function import once_differentiable
 
 from bcg_sim.diffsim import kernels
+from bcg_sim.config import ConfigError
 from bcg_sim.diffsim.config import SimConfig
 from bcg_sim.diffsim.model import COORDS_PER_WORLD, DOFS_PER_WORLD, NUM_JOINTS, G1Model, build_model
 
@@ -80,6 +81,9 @@ class Simulator:
 
     def __init__(self, cfg: SimConfig, num_worlds: int):
         cfg.validate()
+        if cfg.backend != "newton":
+            raise ConfigError(f"sim config: backend: bridge.Simulator is the newton backend, the config says "
+                              f"{cfg.backend!r}; use make_simulator(cfg, n) or cfg.with_backend('newton')")
         self.cfg = cfg
         self.substeps = cfg.substeps
         self.m = build_model(cfg, num_worlds, requires_grad=True)
