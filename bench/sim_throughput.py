@@ -200,9 +200,6 @@ def main(argv=None) -> None:
     shac_table(args.shac_worlds, args.shac_horizon, args.shac_repeats)
 
 
-if __name__ == "__main__":
-    main()
-
 
 # ------------------------------------------------------------------------ SHAC-shaped iteration (issue #8)
 
@@ -304,3 +301,7 @@ def shac_table(n: int, horizon: int, repeats: int) -> None:
     print(f"native BCG overhead (time on / off): {nat[(False, 1, 1)] / nat[(True, 1, 1)]:.2f}x; "
           f"1 -> 2 threads: {nat[(True, 2, 1)] / nat[(True, 1, 1)]:.2f}x; "
           f"1 -> 2 processes (N/2 each, at once): {nat[(True, 1, 2)] / nat[(True, 1, 1)]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

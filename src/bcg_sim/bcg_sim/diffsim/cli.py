@@ -1,7 +1,8 @@
 """`bcg-sim`: command-line tools of the differentiable simulator.
 
     bcg-sim parity [--seconds 1] [--kappa 100] [--amplitude 0.05]   # bcg_sim vs MuJoCo, same G1 and PD targets
-    bcg-sim warmup                                                  # compile the Warp kernels
+    bcg-sim track [--clips run jump] [--seconds 0.5]                # open-loop PD replay of clips, both backends
+    bcg-sim warmup                                                  # compile the Warp kernels and the native library
 
 parity: the project's G1 starts in its default standing pose in bcg_sim (the configured backend, kappa contact
 law, at sim_dt) and in MuJoCo (`bcg_sim.g1.load_mujoco`, its own soft contact, at the fixed reference dt
@@ -122,6 +123,62 @@ def _parity(args) -> int:
     return 0
 
 
+def run_track(cfg, clip_name: str, seconds: float, worlds: int) -> dict:
+    """Open-loop PD replay of a reference clip: `worlds` starts spread over the clip's first half, each reset to
+    the clip's state and driven by PD targets = the clip's joint positions one control step ahead. Returns the
+    mean per-body position error [m] against the clip's own body positions (MuJoCo FK of its frames) over the
+    replay, and the fraction of worlds that fell. Measures how closely the simulator follows a motion it is
+    asked to track with no policy (physics fidelity under PD, not a controller)."""
+    import torch
+
+    from bcg_sim import motion as motion_lib
+    from bcg_sim.diffsim import G1DiffEnv
+    from bcg_sim.motion.kinematics import forward_kinematics
+
+    clip = motion_lib.load(clip_name)
+    steps = int(round(seconds * cfg.control_hz))
+    stride = clip.fps * cfg.control_dt  # clip frames per control step
+    last = clip.num_frames - 1 - int(np.ceil(steps * stride))
+    if last < 0:
+        raise ValueError(f"clip {clip_name!r} is shorter than {seconds} s")
+    frames = np.linspace(0, min(last, clip.num_frames // 2), worlds).round().astype(int)
+    qpos = np.concatenate([clip.root_pos_w, clip.root_quat_w, clip.joint_pos], axis=1)
+    ref_body, _ = forward_kinematics(qpos)
+    env = G1DiffEnv(dc.replace(cfg, bcg=dc.replace(cfg.bcg, enabled=False)), worlds)
+    env.reset(motion=clip, frames=torch.as_tensor(frames))
+    scale = cfg.actuation.action_scale
+    errs, fell = [], np.zeros(worlds, dtype=bool)
+    with torch.no_grad():
+        for k in range(steps):
+            f = np.minimum(frames + int(round((k + 1) * stride)), clip.num_frames - 1)
+            target = torch.as_tensor(clip.joint_pos[f], dtype=torch.float32)
+            out = env.step((target - env.default_joint_pos) / scale)  # action whose PD target is the clip's pose
+            fell |= out.fell.numpy()
+            errs.append(np.linalg.norm(out.body_pos_w.numpy() - ref_body[f], axis=-1).mean())
+    return dict(clip=clip_name, backend=cfg.backend, sim_dt=cfg.sim_dt, kappa=cfg.contact.kappa, seconds=seconds,
+                worlds=worlds, body_error_mean=float(np.mean(errs)), body_error_final=float(errs[-1]),
+                fell=float(fell.mean()))
+
+
+def _track(args) -> int:
+    from bcg_sim.diffsim import load_sim_config
+
+    base = load_sim_config(args.config)
+    if args.kappa is not None:
+        base = base.with_kappa(args.kappa)
+    base = dc.replace(base, actuation=dc.replace(base.actuation, gains=args.gains)).validate()
+    print(f"open-loop PD replay, {args.seconds:g} s, {args.worlds} starts per clip, kappa {base.contact.kappa:g} kN/m, "
+          f"{args.gains} gains: mean per-body position error vs the clip [mm] (final), fraction fallen")
+    print(f"{'clip':>7} " + " ".join(f"{b:>24}" for b in args.backends))
+    for clip in args.clips:
+        cells = []
+        for b in args.backends:
+            r = run_track(base.with_backend(b), clip, args.seconds, args.worlds)
+            cells.append(f"{r['body_error_mean'] * 1e3:7.1f} ({r['body_error_final'] * 1e3:6.1f}) {r['fell']:4.2f}")
+        print(f"{clip:>7} " + " ".join(f"{c:>24}" for c in cells), flush=True)
+    return 0
+
+
 def _warmup(args) -> int:
     from bcg_sim.warmup import main as warm
 
@@ -145,7 +202,16 @@ def main(argv=None) -> int:
     p.add_argument("--mujoco-dt", type=float, default=MUJOCO_DT,
                    help="MuJoCo reference timestep [s] (default %(default)s)")
     p.set_defaults(func=_parity)
-    w = sub.add_parser("warmup", help="compile and cache the Warp kernels")
+    t = sub.add_parser("track", help="open-loop PD replay of reference clips on each backend: body error vs the clip")
+    t.add_argument("--config", default="sim")
+    t.add_argument("--clips", nargs="+", default=["run", "jump", "fight", "dance"])
+    t.add_argument("--backends", nargs="+", choices=("native", "newton"), default=["native", "newton"])
+    t.add_argument("--seconds", type=float, default=0.5, help="replay length [s] (default %(default)s)")
+    t.add_argument("--worlds", type=int, default=4, help="start frames per clip (default %(default)s)")
+    t.add_argument("--kappa", type=float, default=None, help="contact stiffness [kN/m] (default: config)")
+    t.add_argument("--gains", choices=("stand", "policy"), default="policy", help="PD gains (default %(default)s)")
+    t.set_defaults(func=_track)
+    w = sub.add_parser("warmup", help="compile and cache the Warp kernels and the native backend")
     w.add_argument("--config", default="sim")
     w.set_defaults(func=_warmup)
     args = ap.parse_args(argv)
