@@ -17,6 +17,7 @@ import dataclasses as dc
 import json
 import math
 import sys
+import time
 
 import numpy as np
 
@@ -91,7 +92,12 @@ def _parity(args) -> int:
         cfg = cfg.with_kappa(args.kappa)
     act = dc.replace(cfg.actuation, gains=args.gains, kp_scale=args.kp_scale, kd_scale=args.kd_scale)
     cfg = dc.replace(cfg, actuation=act).validate()
+    # A cold Warp kernel cache compiles for a minute or more with nothing else to show: say so up front.
+    print(f"bcg-sim parity: simulating {args.seconds:g} s in bcg_sim and MuJoCo (first run on a machine compiles "
+          "the Warp kernels, 1-2 min; `bcg-sim warmup` does that once) ...", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
     r = run_parity(cfg, args.seconds, args.amplitude)
+    print(f"bcg-sim parity: done in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     print(f"bcg_sim vs MuJoCo: G1, {args.seconds:g} s, dt {cfg.sim_dt * 1e3:g} ms, kappa {cfg.contact.kappa:g} kN/m, "
           f"{args.gains} PD gains x{args.kp_scale:g}/x{args.kd_scale:g}, target amplitude {args.amplitude:g} rad")
     print(f"{'t [s]':>6} {'body |dp| mean':>15} {'max':>8} {'pen bcg [mm]':>13} {'pen mj [mm]':>12} "
