@@ -23,10 +23,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import queue
 import re
 import shutil
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,7 +169,7 @@ def write_metadata(folder: Path, files: Sequence[FileInfo], topics: dict[str, st
         "message_count": sum(counts.values()),
         "topics_with_message_count": [
             {"topic_metadata": {"name": t, "type": m, "serialization_format": "cdr", "offered_qos_profiles": [],
-                                "type_description_hash": typestore().hash_rihs01(m)},
+                                "type_description_hash": _definition(m)[1]},
              "message_count": counts[t]} for t, m in topics.items()],
         "compression_format": "", "compression_mode": "",
         "files": [{"path": f.name, "starting_time": {"nanoseconds_since_epoch": f.start_ns},
@@ -195,7 +197,9 @@ class BagWriter:
     """A split rosbag2 MCAP bag being written: add topics, write CDR bytes, close.
 
     A file is opened on the first message after the previous one closed; `maybe_split()` (called on every
-    write and by the recorder's timer) closes it once it is `split_s` old and rewrites metadata.yaml."""
+    write and by the recorder's timer) hands it to a closing thread once it is `split_s` old: that thread
+    writes its footer, moves it into the bag folder and rewrites metadata.yaml, so the caller (the executor
+    of the nodes being recorded) never waits for the disk."""
 
     def __init__(self, path: str | os.PathLike, split_s: float | None = None) -> None:
         self.path = Path(path)
@@ -205,28 +209,41 @@ class BagWriter:
         self.path.mkdir(parents=True)
         self.topics: dict[str, str] = {}  # topic -> msgtype
         self.counts: dict[str, int] = {}  # messages per topic, all files
-        self.files: list[FileInfo] = []  # closed files
+        self.files: list[FileInfo] = []  # closed files, in order (appended by the closing thread)
+        self._lock = threading.Lock()  # files + metadata.yaml
+        self._closing: queue.Queue = queue.Queue()
+        self._closer = threading.Thread(target=self._close_loop, name=f"bag-close-{self.path.name}", daemon=True)
+        self._closer.start()
+        self._errors: list[BaseException] = []
         self._writer: Writer | None = None
+        self._index = 0  # of the open (or next) file
         self._conns: dict[str, object] = {}
         self._open = FileInfo("", {}, 0, 0)
         self._opened_at = 0.0
-        write_metadata(self.path, self.files, self.topics)  # a bag from the first moment on
+        self._write_metadata()  # a bag from the first moment on
+
+    def _write_metadata(self) -> None:
+        with self._lock:
+            write_metadata(self.path, self.files, dict(self.topics))
 
     def add_topic(self, topic: str, msgtype: str) -> None:
         if topic in self.topics:
             return
-        typestore().hash_rihs01(msgtype)  # unknown type: fails here, not at the first message
+        _definition(msgtype)  # unknown type: fails here, not at the first message
         self.topics[topic] = msgtype
         self.counts[topic] = 0
         if self._writer is not None:
             self._add_connection(topic)
-        write_metadata(self.path, self.files, self.topics)
+        self._write_metadata()
 
     def _add_connection(self, topic: str) -> None:
-        self._conns[topic] = self._writer.add_connection(topic, self.topics[topic], typestore=typestore())
+        msgdef, rihs01 = _definition(self.topics[topic])
+        self._conns[topic] = self._writer.add_connection(topic, self.topics[topic], msgdef=msgdef, rihs01=rihs01)
         self._open.topics[topic] = (self.topics[topic], 0)
 
     def write(self, topic: str, timestamp_ns: int, cdr: bytes) -> None:
+        if self._errors:
+            raise BagError(f"bag {self.path}: closing a file failed: {self._errors[0]}")
         if self._writer is None:
             self._start_file()
         ts = int(timestamp_ns)
@@ -239,10 +256,10 @@ class BagWriter:
         self.maybe_split()
 
     def _start_file(self) -> None:
-        index = len(self.files)
-        self._writer = Writer(part_dir(self.path, index), version=ROSBAG2_VERSION, storage_plugin=StoragePlugin.MCAP)
+        self._writer = Writer(part_dir(self.path, self._index), version=ROSBAG2_VERSION,
+                              storage_plugin=StoragePlugin.MCAP)
         self._writer.open()
-        self._open = FileInfo(file_name(self.path, index), {}, 2**63 - 1, 0)
+        self._open = FileInfo(file_name(self.path, self._index), {}, 2**63 - 1, 0)
         self._conns = {}
         for topic in self.topics:
             self._add_connection(topic)
@@ -250,22 +267,50 @@ class BagWriter:
 
     def maybe_split(self) -> None:
         if self._writer is not None and time.monotonic() - self._opened_at >= self.split_s:
-            self._close_file()
+            self._hand_over()
 
-    def _close_file(self) -> None:
-        """Finish the open file, move it into the bag folder, then list it in metadata.yaml."""
-        index = len(self.files)
-        part = part_dir(self.path, index)
-        self._writer.close()
+    def _hand_over(self) -> None:
+        self._closing.put((self._writer, self._index, self._open))
         self._writer = None
-        os.replace(part / f"{part.name}.mcap", self.path / self._open.name)
+        self._index += 1
+
+    def _close_loop(self) -> None:
+        while (job := self._closing.get()) is not None:
+            try:
+                self._close_file(*job)
+            except BaseException as exc:  # noqa: BLE001 - reported by the next write() / close()
+                self._errors.append(exc)
+
+    def _close_file(self, writer: Writer, index: int, info: FileInfo) -> None:
+        """Finish a file, move it into the bag folder, then list it in metadata.yaml."""
+        part = part_dir(self.path, index)
+        writer.close()
+        os.replace(part / f"{part.name}.mcap", self.path / info.name)
         shutil.rmtree(part)
-        self.files.append(self._open)
-        write_metadata(self.path, self.files, self.topics)
+        with self._lock:
+            self.files.append(info)
+            write_metadata(self.path, self.files, dict(self.topics))
 
     def close(self) -> None:
+        """Close the open file and wait for every file to be closed and listed."""
         if self._writer is not None:
-            self._close_file()
+            self._hand_over()
+        if self._closer.is_alive():
+            self._closing.put(None)
+            self._closer.join()
+        if self._errors:
+            raise BagError(f"bag {self.path}: closing a file failed: {self._errors[0]}")
+
+
+_DEFINITIONS: dict[str, tuple[str, str]] = {}
+
+
+def _definition(msgtype: str) -> tuple[str, str]:
+    """(message definition, RIHS01 type hash) of msgtype, cached: a new file re-adds every topic."""
+    if msgtype not in _DEFINITIONS:
+        store = typestore()
+        _DEFINITIONS[msgtype] = (store.generate_msgdef(msgtype, ros_version=2)[0], store.hash_rihs01(msgtype))
+    return _DEFINITIONS[msgtype]
 
 
 class BagRecorder(Node):
