@@ -1,11 +1,16 @@
 """Rebuild a bag after a crash: `bcg-replay --recover BAG` -> `recover_bag`.
 
-A recorder killed with SIGKILL leaves closed files that metadata.yaml lists, maybe a closed file that it
+(The unfinished file of a SIGKILLed bcg recorder holds next to nothing: rosbags keeps a file's data in
+memory until it closes, which is why files close every split_s. What recovery rescues are cut or
+unlisted files, and sqlite3 bags of `ros2 bag record` killed without writing metadata.yaml.)
+
+A bcg recorder killed with SIGKILL leaves closed files that metadata.yaml lists, maybe a closed file that it
 does not list yet (killed between the rename and the metadata write), and the unfinished file in its
 `.BAG_<k>.part/` folder; a copied or cut bag may hold truncated MCAP files. `recover_bag` reads every MCAP
 file of the folder record by record (the MCAP data section: schema, channel, chunk, message records) up
 to the first incomplete record, keeps every complete message, rewrites each file that was damaged as a
 complete MCAP file, moves the originals into `BAG/recover_originals/` and writes metadata.yaml anew.
+sqlite3 files (.db3) are read page by page the same way and rewritten as MCAP.
 """
 
 from __future__ import annotations
@@ -126,15 +131,138 @@ def salvage_mcap(path: Path) -> Salvage:
     return out
 
 
+def salvage_sqlite(path: Path) -> Salvage:
+    """Every message a rosbag2 sqlite3 file (`ros2 bag record`'s default) still holds, in recording order.
+
+    A cut file is "malformed" to SQLite as soon as a b-tree page it needs is missing (here: at the first
+    query), so the file is read page by page instead: every table leaf page still present is decoded, and
+    its rows are sorted into the rosbag2 tables by their shape (topics: id, name, type, 3 texts; messages:
+    id, topic id, timestamp, data). A complete file gives the same rows as SQL would."""
+    out = Salvage(path)
+    data = path.read_bytes()
+    if not data.startswith(SQLITE_MAGIC) or len(data) < 100:
+        out.bytes_lost = len(data)
+        return out
+    page_size = struct.unpack_from(">H", data, 16)[0]
+    page_size = 65536 if page_size == 1 else page_size
+    usable = page_size - data[20]
+    topics: dict[int, tuple[str, str]] = {}
+    rows: dict[int, tuple[int, int, bytes]] = {}  # message id -> (topic id, timestamp, data)
+    n_pages = len(data) // page_size
+    for page in range(n_pages):
+        for rowid, values in _leaf_rows(data, page, page_size, usable):
+            if len(values) == 6 and all(isinstance(v, str) for v in values[1:]):
+                topics[rowid] = (values[1], values[2])
+            elif (len(values) == 4 and isinstance(values[1], int) and isinstance(values[2], int)
+                  and isinstance(values[3], bytes)):
+                rows[rowid] = (values[1], values[2], values[3])
+    for rowid in sorted(rows):
+        topic_id, ts, cdr = rows[rowid]
+        if topic_id in topics:
+            out.messages.append((*topics[topic_id], ts, cdr))
+    out.complete = n_pages * page_size == len(data) and bool(rows) and len(rows) == max(rows)
+    out.bytes_lost = len(data) - n_pages * page_size
+    return out
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_LEAF_TABLE = 0x0D
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """SQLite varint (big-endian, 7 bits per byte, the 9th byte whole) at pos -> (value, next pos)."""
+    value = 0
+    for i in range(8):
+        byte = buf[pos + i]
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value, pos + i + 1
+    return (value << 8) | buf[pos + 8], pos + 9
+
+
+def _leaf_rows(data: bytes, page: int, page_size: int, usable: int):
+    """(rowid, values) of every cell of a table leaf page whose payload is complete in the file."""
+    base = page * page_size
+    head = base + (100 if page == 0 else 0)  # page 1 starts with the file header
+    if data[head] != SQLITE_LEAF_TABLE:
+        return
+    cells = struct.unpack_from(">H", data, head + 3)[0]
+    for k in range(cells):
+        try:
+            pos = base + struct.unpack_from(">H", data, head + 8 + 2 * k)[0]
+            size, pos = _varint(data, pos)
+            rowid, pos = _varint(data, pos)
+            payload = _payload(data, pos, size, page_size, usable)
+            if payload is not None:
+                yield rowid, _record(payload)
+        except (IndexError, struct.error, ValueError, UnicodeDecodeError):
+            continue  # a cell that is cut or not what it seems: skip it
+
+
+def _payload(data: bytes, pos: int, size: int, page_size: int, usable: int) -> bytes | None:
+    """The payload of a cell, following its overflow pages; None when one of them is missing."""
+    if size <= usable - 35:
+        return data[pos:pos + size]
+    m = (usable - 12) * 32 // 255 - 23
+    local = m + (size - m) % (usable - 4)
+    local = local if local <= usable - 35 else m
+    parts = [data[pos:pos + local]]
+    (nxt,) = struct.unpack_from(">I", data, pos + local)
+    remaining = size - local
+    while remaining > 0:
+        start = (nxt - 1) * page_size
+        if nxt == 0 or start + page_size > len(data):
+            return None
+        (nxt,) = struct.unpack_from(">I", data, start)
+        take = min(remaining, usable - 4)
+        parts.append(data[start + 4:start + 4 + take])
+        remaining -= take
+    return b"".join(parts)
+
+
+_INT_SIZES = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8}
+
+
+def _record(payload: bytes) -> list:
+    """Column values of an SQLite record (NULL, int, float, text, blob)."""
+    header_size, pos = _varint(payload, 0)
+    types = []
+    while pos < header_size:
+        t, pos = _varint(payload, pos)
+        types.append(t)
+    values, body = [], header_size
+    for t in types:
+        if t in (0, 8, 9):
+            values.append(None if t == 0 else t - 8)
+        elif t in _INT_SIZES:
+            n = _INT_SIZES[t]
+            values.append(int.from_bytes(payload[body:body + n], "big", signed=True))
+            body += n
+        elif t == 7:
+            values.append(struct.unpack_from(">d", payload, body)[0])
+            body += 8
+        elif t >= 12:
+            n = (t - 12) // 2 if t % 2 == 0 else (t - 13) // 2
+            raw = payload[body:body + n]
+            if len(raw) != n:
+                raise ValueError("record shorter than its header says")
+            values.append(raw if t % 2 == 0 else raw.decode())
+            body += n
+        else:
+            raise ValueError(f"serial type {t}")
+    return values
+
+
 def _index(path: Path) -> tuple[int, int]:
     """Sort key: file index from `<bag>_<k>[.part][.mcap]`, then closed before unfinished."""
-    m = FILE_INDEX.search(path.parent.name if path.parent.name.endswith(".part") else path.name)
+    m = FILE_INDEX.search(path.parent.name if path.parent.name.endswith(".part") else path.stem)
     return (int(m.group(1)) if m else 0, 1 if path.parent.name.endswith(".part") else 0)
 
 
-def mcap_files(folder: Path) -> list[Path]:
-    """The bag's MCAP files (closed and unfinished), in recording order (recover_originals/ is not looked at)."""
-    files = list(folder.glob("*.mcap")) + list(folder.glob(".*.part/*.mcap"))
+def bag_files(folder: Path) -> list[Path]:
+    """The bag's MCAP files (closed and unfinished) and sqlite3 files, in recording order
+    (recover_originals/ is not looked at)."""
+    files = list(folder.glob("*.mcap")) + list(folder.glob(".*.part/*.mcap")) + list(folder.glob("*.db3"))
     return sorted(files, key=lambda p: (_index(p), p.name))
 
 
@@ -162,21 +290,21 @@ class RecoverReport:
 
 
 def recover_bag(path: str | os.PathLike) -> RecoverReport:
-    """Rebuild `path` (a bag folder, or one .mcap file) from what its MCAP files still hold."""
+    """Rebuild `path` (a bag folder, or one .mcap/.db3 file in it) from what its files still hold, as MCAP."""
     folder = Path(path)
-    if folder.is_file() and folder.suffix == ".mcap":
+    if folder.is_file() and folder.suffix in (".mcap", ".db3"):
         folder = folder.parent
     if not folder.is_dir():
         raise BagError(f"bag {folder} does not exist (or is not a folder)")
-    sources = mcap_files(folder)
+    sources = bag_files(folder)
     if not sources:
-        raise BagError(f"bag {folder} holds no .mcap file to recover (sqlite3 bags are not supported)")
+        raise BagError(f"bag {folder} holds no .mcap or .db3 file to recover")
     originals = folder / ORIGINALS_DIR
     files: list[FileInfo] = []
     topics: dict[str, str] = {}
     repaired = lost = 0
     for src in sources:
-        sal = salvage_mcap(src)
+        sal = salvage_sqlite(src) if src.suffix == ".db3" else salvage_mcap(src)
         lost += sal.bytes_lost
         unknown = [m for m in set(sal.topics().values()) if not _known(m)]
         if unknown:
@@ -186,7 +314,12 @@ def recover_bag(path: str | os.PathLike) -> RecoverReport:
             repaired += 1
             continue
         name = file_name(folder, len(files))
-        intact = sal.complete and src.parent == folder and src.name == name
+        intact = sal.complete and src.parent == folder and src.name == name  # MCAP only: .db3 never matches
+        if src.suffix == ".db3":
+            for suffix in ("-wal", "-shm"):  # they belong to the original, which is moved aside
+                extra = Path(f"{src}{suffix}")
+                if extra.is_file():
+                    _move_aside(extra, originals)
         if not intact:
             _move_aside(src, originals)
             _rewrite(sal, folder / name)

@@ -8,9 +8,11 @@ type store so it can (de)serialize them and compute their type hashes.
 
 Crash safety: a bag is a split rosbag2 bag. Every `split_s` (config/bags.yaml) the current file is closed
 (MCAP footer written) and moved to `BAG/BAG_<k>.mcap`, and `BAG/metadata.yaml` is rewritten (atomically)
-to list every closed file. A recorder killed with SIGKILL therefore leaves a readable bag that lacks at
-most its last `split_s`; `recover_bag` (`bcg-replay --recover BAG`) also rescues what the unfinished or a
-truncated file still holds (bcg_policy_node.bag_recovery).
+to list every closed file (a thread does the closing, so the recorded nodes never wait for the disk). A
+recorder killed with SIGKILL therefore leaves a readable bag that lacks at most its last `split_s` (the
+open file's data is still in rosbags' memory); `recover_bag` (`bcg-replay --recover BAG`) rebuilds bags
+whose files were cut or are not listed, and sqlite3 bags of a killed `ros2 bag record`
+(bcg_policy_node.bag_recovery).
 
 `read_bag` yields (topic, msgtype, timestamp ns, CDR bytes); a truncated or unfinished bag raises
 `BagError` with a message saying what is wrong (not a library traceback).
@@ -442,8 +444,8 @@ def record_main(argv: list[str] | None = None) -> int:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    ap = argparse.ArgumentParser(prog="bcg-record", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="bcg-record", description="Record deploy topics to a split rosbag2 MCAP bag "
+                                 "that survives a crash (a file closed every split_s; bcg-replay --recover).")
     ap.add_argument("bag", help="new bag folder to write")
     ap.add_argument("--topics", nargs="+", default=list(DEFAULT_TOPICS),
                     help=f"topics to record (default: {' '.join(DEFAULT_TOPICS)})")
