@@ -171,7 +171,7 @@ def test_sigkill_at_random_times_loses_at_most_the_last_split(tmp_path):
     ros = RosSide("kill_test_publisher")
     qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
     try:
-        for k, kill_after in enumerate(rng.uniform(0.8, 2.5, size=3)):
+        for k, kill_after in enumerate(rng.uniform(0.6, 1.8, size=3)):
             # A topic per kill: a SIGKILLed subscriber stays matched until its DDS lease runs out.
             topic = f"/kill{k}/lowstate"
             pub = ros.node.create_publisher(LowState, topic, qos)

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bcg_sim.policy.contract import ArtifactError, PolicyContract, PolicyContractError
+from bcg_sim.policy.contract import PolicyContract, PolicyContractError
 from bcg_sim.policy.reference import ReferenceTrack
 
 CONTRACT_FILE = "policy.yaml"
