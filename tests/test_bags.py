@@ -182,8 +182,9 @@ def test_sigkill_at_random_times_loses_at_most_the_last_split(tmp_path):
             assert ticks and ticks == list(range(ticks[0], ticks[0] + len(ticks))), f"kill {k}: gaps"
             must_have = sum(t < t_kill - SPLIT_S - RECORDER_LAG_S for t in sent[ticks[0]:])
             print(f"kill {k} after {kill_after:.2f} s: ticks {ticks[0]}..{ticks[-1]} of {len(sent)} sent")
-            assert len(ticks) >= must_have, (f"kill {k} after {kill_after:.2f} s: bag holds {len(ticks)} of "
-                                             f"{len(sent)} sent, {must_have} were sent > {SPLIT_S + RECORDER_LAG_S} s before the kill")
+            assert len(ticks) >= must_have, (
+                f"kill {k} after {kill_after:.2f} s: bag holds {len(ticks)} of {len(sent)} sent, {must_have} "
+                f"were sent > {SPLIT_S + RECORDER_LAG_S} s before the kill")
             r = _run_replay(bag, "--recover")
             assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
             recovered = _ticks(bag, topic)
