@@ -414,3 +414,16 @@ def test_cli_rejects_bad_input(tmp_path):
     blocker.write_text("")
     r = _cli("export", "-o", str(blocker / "x.xml"))  # parent is a file
     assert r.returncode != 0 and "cannot write" in r.stderr
+
+
+def test_cli_export_format_follows_the_extension(tmp_path):
+    r = _cli("export", "-o", str(tmp_path / "g1.urdf"))  # no --format: URDF from the extension
+    assert r.returncode == 0, r.stderr
+    assert ET.parse(tmp_path / "g1.urdf").getroot().tag == "robot"
+    r = _cli("export", "-o", str(tmp_path / "g1.xml"))
+    assert r.returncode == 0 and mujoco.MjModel.from_xml_path(str(tmp_path / "g1.xml")).nu == 29, r.stderr
+    r = _cli("export", "--format", "mjcf", "-o", str(tmp_path / "x.urdf"))  # mismatch: refused, nothing written
+    assert r.returncode == 2 and "means urdf" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "x.urdf").exists()
+    r = _cli("export", "-o", str(tmp_path / "g1.model"))
+    assert r.returncode == 2 and "cannot tell the format" in r.stderr, r.stderr

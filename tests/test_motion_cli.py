@@ -56,8 +56,50 @@ def test_render_png_strip(cache: Path, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr  # renderer closed before exit
     img = imageio.imread(out)
-    assert img.shape == (128, 192, 3)
+    label = _label_height()
+    assert img.shape == (128 + label, 192, 3)
     assert img.std() > 10.0 and len(np.unique(img.reshape(-1, 3), axis=0)) > 100  # not blank
+
+
+def _label_height() -> int:
+    from bcg_sim.motion.config import motions_config
+
+    return motions_config().render.label_height
+
+
+def test_render_window_with_time_stamps(cache: Path, tmp_path: Path) -> None:
+    """--start/--end render only that window; each strip frame carries its own clip time underneath."""
+    import imageio.v2 as imageio
+
+    out = tmp_path / "window.png"
+    r = _cli("render", "jump", "-o", str(out), "--frames", "3", "--width", "64", "--height", "80",
+             "--start", "1.0", "--end", "2.0", cache=cache)
+    assert r.returncode == 0, r.stderr
+    assert "from 1.00 s over 1.00 s" in r.stdout, r.stdout
+    img = imageio.imread(out)
+    label = _label_height()
+    assert label > 0 and img.shape == (80 + label, 192, 3)
+    stamps = [img[80:, 64 * i:64 * (i + 1)] for i in range(3)]
+    assert all(s.max() > 200 for s in stamps)  # white text on each
+    assert not np.array_equal(stamps[0], stamps[1]) and not np.array_equal(stamps[1], stamps[2])  # 1.00, 1.50, 2.00
+    r = _cli("render", "jump", "-o", str(tmp_path / "x.png"), "--start", "2", "--end", "1", cache=cache)
+    assert r.returncode == 2 and "--start" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_ghost_is_in_every_strip_frame(tmp_path: Path) -> None:
+    """run drifts metres away from a jump ghost: every frame must still show the ghost. Compared with the
+    same scene with the ghost sunk 10 m under the floor (same camera: it frames both x-y positions)."""
+    from bcg_sim.motion import load, render
+
+    run, jump = load("run"), load("jump")
+    times = render.strip_times(run, 4)
+    q, gq = render.qpos_at(run, times), render.qpos_at(jump, times)
+    sunk = gq.copy()
+    sunk[:, 2] -= 10.0
+    with render.MotionRenderer(64, 80) as r:
+        for i in range(len(times)):
+            changed = np.any(r.frame(q[i], gq[i]) != r.frame(q[i], sunk[i]), axis=-1).mean()
+            assert changed > 0.01, f"frame {i} (t = {times[i]:.2f} s): ghost covers {changed:.1%} of the image"
 
 
 def test_render_mp4_of_a_short_window(tmp_path: Path) -> None:
@@ -72,3 +114,22 @@ def test_render_mp4_of_a_short_window(tmp_path: Path) -> None:
         assert n == 16 and reader.count_frames() == n and reader.get_meta_data()["size"] == (64, 48)
     finally:
         reader.close()
+
+
+def test_convert_honours_the_input_rate_of_a_csv(cache: Path, tmp_path: Path) -> None:
+    """A 60 fps CSV: read at 30 fps with a one-line warning, at 60 with --input-fps or a *_60hz name."""
+    from bcg_sim.motion import load, ops
+    from bcg_sim.motion import formats as mio
+
+    run60 = ops.resample(load("run"), 60.0)
+    mio.write_csv(run60, tmp_path / "g1moves.csv")
+    r = _cli("convert", str(tmp_path / "g1moves.csv"), str(tmp_path / "a.npz"), cache=cache)
+    assert r.returncode == 0 and "bcg-motion: warning:" in r.stderr and "30 fps" in r.stderr, r.stderr
+    assert f"{run60.num_frames} frames at 30 fps" in r.stdout
+    r = _cli("convert", str(tmp_path / "g1moves.csv"), str(tmp_path / "b.npz"), "--input-fps", "60", cache=cache)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    assert f"{run60.num_frames} frames at 60 fps ({run60.duration:.2f} s)" in r.stdout
+    r = _cli("convert", str(tmp_path / "b.npz"), str(tmp_path / "c_60hz.csv"), cache=cache)
+    assert r.returncode == 0 and "note" not in r.stderr, r.stderr  # the name carries the rate
+    r = _cli("info", str(tmp_path / "c_60hz.csv"), cache=cache)
+    assert r.returncode == 0 and "fps                    60" in r.stdout and "warning" not in r.stderr, r.stderr

@@ -172,3 +172,35 @@ def test_pkl_with_several_clips_needs_a_choice(tmp_path: Path) -> None:
 def test_unknown_extension_and_missing_file(tmp_path: Path) -> None:
     _expect(tmp_path / "clip.txt", "unknown motion format")
     _expect(tmp_path / "absent.csv", "no such file")
+
+
+def _csv_of(motion, path):
+    mio.write_csv(motion, path)
+    return path
+
+
+def test_csv_rate_from_argument_or_file_name_and_warnings(tmp_path: Path) -> None:
+    """A 60 fps CSV read at 60 fps (argument or file name) keeps its duration; read without a rate it is read
+    at 30 fps with a warning; a clip too fast for its rate warns; contradictions are errors."""
+    import warnings
+
+    from bcg_sim.motion import library, resample
+
+    run60 = resample(load("run"), 60.0)
+    plain = _csv_of(run60, tmp_path / "run.csv")
+    named = _csv_of(run60, tmp_path / "run_60hz.csv")
+    m = load(plain, input_fps=60)
+    assert m.fps == 60 and m.duration == pytest.approx(run60.duration)
+    assert mio.read_csv(plain, fps=60).fps == 60
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a rate from the name or argument: no warning at all
+        assert load(named).fps == 60 and load(tmp_path / "run_60hz.csv", input_fps=60).fps == 60
+    with pytest.warns(library.MotionRateWarning, match="CSV default 30 fps"):
+        assert load(plain).duration == pytest.approx(2 * run60.duration, rel=1e-3)
+    with pytest.warns(library.MotionRateWarning, match="velocity limit"):
+        load(plain, input_fps=240)  # 4x too fast: faster than the G1's motors
+    with pytest.raises(mio.MotionFormatError, match="file name says 60 fps"):
+        load(named, input_fps=30)
+    with pytest.raises(mio.MotionFormatError, match="file name says 60 fps but the motion is 50 fps"):
+        mio.write_csv(load("run"), tmp_path / "bad_60hz.csv")
+    assert mio.rate_in_name("walk 50fps.csv") == 50 and mio.rate_in_name("walk1_subject1.csv") is None

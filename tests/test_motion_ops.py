@@ -85,3 +85,31 @@ def test_29_23_dof_mapping() -> None:
     back = from_23dof(q23)
     np.testing.assert_array_equal(back[:, dropped], 0.0)
     np.testing.assert_array_equal(to_23dof(back), q23)
+
+
+def test_ground_alignment_is_robust_to_noise_in_a_long_clip() -> None:
+    """A long clip with smooth vertical noise (a few frames dip ~3 sigma low): align_ground must not lift it
+    by the deepest dip (the old minimum-over-contacts rule did) and must keep its stance frames in contact."""
+    from bcg_sim.motion import load
+
+    dance = load("dance")  # dances in place, 85 % of the frames in contact
+    reps = 8
+    long = dance.primary()
+    long.root_pos_w = np.tile(dance.root_pos_w, (reps, 1))
+    long.root_quat_w = np.tile(dance.root_quat_w, (reps, 1))
+    long.joint_pos = np.tile(dance.joint_pos, (reps, 1))
+    clean = complete(long)
+    rng = np.random.default_rng(3)
+    window = int(0.5 * clean.fps)  # smooth noise: slow enough to keep stance feet below the contact speed
+    noise = np.convolve(rng.normal(size=clean.num_frames + window), np.ones(window) / window, "valid")
+    noise = 0.008 * (noise - noise.mean()) / noise.std()
+    noisy = clean.primary()
+    noisy.root_pos_w = noisy.root_pos_w + np.outer(noise[: clean.num_frames], [0.0, 0.0, 1.0])
+    noisy = complete(noisy)
+    soles = kinematics.foot_heights(noisy)[noisy.foot_contact]
+    assert soles.min() < -0.015  # the clip does dip: the old rule would lift it by > 15 mm
+    aligned = align_ground(noisy)
+    lift = float(aligned.root_pos_w[0, 2] - noisy.root_pos_w[0, 2])
+    assert abs(lift) < 0.003, f"lifted by {lift * 1e3:.1f} mm"
+    assert aligned.foot_contact.mean() > 0.9 * clean.foot_contact.mean(), (
+        aligned.foot_contact.mean(), clean.foot_contact.mean())

@@ -151,3 +151,46 @@ def test_hold_artifact_from_cli_is_zero_action(tmp_path):
     np.testing.assert_allclose(p.contract.action_to_target(a), [j.default for j in JOINTS_29])
     with pytest.raises(PolicyContractError, match="no torchscript network"):
         load_policy(tmp_path / "hold", runtime="torchscript")
+
+
+def _truncate(path, fraction=0.5):
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * fraction)])
+
+
+BROKEN = {  # case -> (damage(folder), runtime, file the message must name, problem in the message)
+    "missing folder": (lambda d: shutil.rmtree(d), "auto", "", "does not exist"),
+    "truncated onnx": (lambda d: _truncate(d / "policy.onnx"), "onnx", "policy.onnx", "not a readable ONNX"),
+    "truncated torchscript": (lambda d: _truncate(d / "policy.pt"), "torchscript", "policy.pt",
+                              "not a readable TorchScript"),
+    "non-zip reference": (lambda d: (d / "reference.npz").write_text("not a zip"), "auto", "reference.npz",
+                          "not a readable reference clip"),
+    "truncated reference": (lambda d: _truncate(d / "reference.npz", 0.7), "auto", "reference.npz",
+                            "reference clip"),
+    "yaml syntax error": (lambda d: (d / "policy.yaml").write_text("format: bcg_policy\nversion: [1\n"), "auto",
+                          "policy.yaml", "YAML syntax error at line"),
+    "binary garbage yaml": (lambda d: (d / "policy.yaml").write_bytes(bytes(range(256)) * 4), "auto",
+                            "policy.yaml", "policy.yaml"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_broken_artifact_is_one_error_type_and_one_cli_line(artifact, tmp_path, case):
+    """load_policy raises ArtifactError naming the file; `bcg-policy info` prints it as one line, exit 2."""
+    import subprocess
+    import sys
+
+    from bcg_sim.policy import ArtifactError
+
+    damage, runtime, file, problem = BROKEN[case]
+    broken = tmp_path / "broken"
+    shutil.copytree(artifact[0], broken)
+    damage(broken)
+    with pytest.raises(ArtifactError, match=problem) as err:
+        load_policy(broken, runtime=runtime)
+    assert file in str(err.value) and str(broken) in str(err.value)
+    r = subprocess.run([sys.executable, "-m", "bcg_sim.policy.cli", "info", str(broken), "--runtime", runtime],
+                       capture_output=True, text=True, timeout=120)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert lines[0].startswith("bcg-policy: error: ") and problem in lines[0] and file in lines[0], lines[0]

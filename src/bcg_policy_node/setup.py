@@ -25,6 +25,7 @@ setup(
             "bcg-mujoco-bridge = bcg_policy_node.mujoco_bridge:main",
             "bcg-sim2sim = bcg_policy_node.sim2sim:main",
             "bcg-replay = bcg_policy_node.replay:main",
+            "bcg-record = bcg_policy_node.bags:record_main",
         ],
     },
 )

@@ -11,7 +11,14 @@
         recorded /lowcmd. Prints max/mean |target difference| [rad] and the largest relative kp/kd
         difference; exit status 1 when the max exceeds --tolerance or the gains are not the artifact's.
 
-Exit status: 0 ok, 1 check beyond tolerance, 2 unreadable/truncated bag or bad arguments (one-line error).
+    bcg-replay BAG --recover
+        rebuild a bag whose recorder was killed or whose files were cut: keeps every complete message of
+        its MCAP files, rewrites the damaged ones (originals kept in BAG/recover_originals/), writes a new
+        metadata.yaml.
+
+A bag whose deploy topics (/lowstate, /lowcmd, ...) hold other message types than bcg's is refused.
+Exit status: 0 ok, 1 check beyond tolerance, 2 unreadable/truncated bag, wrong message types or bad
+arguments (one-line error).
 """
 
 from __future__ import annotations
@@ -25,7 +32,15 @@ from typing import Sequence
 
 import numpy as np
 
-from bcg_policy_node.bags import BagError, BagMessage, bag_topics, deserialize, message_class, read_bag
+from bcg_policy_node.bags import (
+    BagError,
+    BagMessage,
+    bag_topics,
+    check_topic_types,
+    deserialize,
+    message_class,
+    read_bag,
+)
 
 TRANSITIONS_TOPIC = "/policy_node/transitions"
 
@@ -47,6 +62,7 @@ def play(bag: str | Path, rate: float = 1.0, topics: Sequence[str] | None = None
     if rate <= 0:
         raise ValueError(f"--rate must be > 0, got {rate}")
     available = bag_topics(bag)  # opens the bag first: a bad bag fails before any ROS setup
+    check_topic_types(bag, {t: m for t, (m, _) in available.items()})
     chosen = list(available) if not topics else list(topics)
     missing = [t for t in chosen if t not in available]
     if missing:
@@ -127,6 +143,7 @@ def check_policy(bag: str | Path, policy_dir: str | Path, runtime: str = "auto")
     from bcg_policy_node.policy_runner import PolicyRunner
     from bcg_sim.policy import load_policy
 
+    check_topic_types(bag, {t: m for t, (m, _) in bag_topics(bag).items()})
     messages = list(read_bag(bag, None))
     topics = {m.topic for m in messages}
     for needed in ("/lowstate", "/lowcmd", TRANSITIONS_TOPIC):
@@ -176,20 +193,30 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("bag", help="rosbag2 folder (MCAP), e.g. from bcg-sim2sim --record")
     ap.add_argument("--rate", type=float, default=1.0, help="playback speed factor (default 1)")
     ap.add_argument("--topics", nargs="+", default=None, help="only these topics (default: all)")
-    ap.add_argument("--delay", type=float, default=1.0, help="s to wait for subscribers before playing")
+    ap.add_argument("--delay", type=float, default=1.0, help="s to wait for subscribers before playing (default 1)")
     ap.add_argument("--wait-subscribers", type=int, default=0, metavar="N",
                     help="also wait until every replayed topic has N matched subscribers (up to 30 s)")
     ap.add_argument("--check-policy", metavar="DIR", default=None,
                     help="re-run this policy offline on the recorded /lowstate and compare with /lowcmd")
     ap.add_argument("--tolerance", type=float, default=1e-3,
                     help="--check-policy: max allowed |target difference| [rad] (default 1e-3)")
-    ap.add_argument("--runtime", default="auto", choices=["auto", "onnx", "torchscript"])
+    ap.add_argument("--runtime", default="auto", choices=["auto", "onnx", "torchscript"],
+                    help="--check-policy: network runtime (default auto: ONNX when present)")
+    ap.add_argument("--recover", action="store_true",
+                    help="rebuild the bag from what its (killed, truncated) MCAP files still hold")
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.recover:
+            from bcg_policy_node.bag_recovery import recover_bag
+
+            r = recover_bag(args.bag)
+            print(f"bcg-replay: recovered {args.bag}: {r.files} file(s), {r.repaired} rewritten, "
+                  f"{r.bytes_lost} bytes of incomplete records dropped; messages {r.messages}")
+            return 0
         if args.check_policy:
             r = check_policy(args.bag, args.check_policy, args.runtime)
             # Gains are float32 on the wire: a relative 1e-5 is rounding, more is a different artifact.

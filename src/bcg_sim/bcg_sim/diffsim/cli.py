@@ -18,6 +18,7 @@ import dataclasses as dc
 import json
 import math
 import sys
+import time
 
 import numpy as np
 
@@ -103,7 +104,12 @@ def _parity(args) -> int:
         cfg = cfg.with_kappa(args.kappa)
     act = dc.replace(cfg.actuation, gains=args.gains, kp_scale=args.kp_scale, kd_scale=args.kd_scale)
     cfg = dc.replace(cfg, actuation=act).validate()
+    # A cold Warp kernel cache / native build compiles for minutes with nothing else to show: say so up front.
+    print(f"bcg-sim parity: simulating {args.seconds:g} s in bcg_sim ({cfg.backend}) and MuJoCo (first run on a "
+          "machine compiles the simulator, 1-3 min; `bcg-sim warmup` does that once) ...", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
     r = run_parity(cfg, args.seconds, args.amplitude, args.mujoco_dt)
+    print(f"bcg-sim parity: done in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     print(f"bcg_sim ({cfg.backend}) vs MuJoCo (dt {args.mujoco_dt * 1e3:g} ms): G1, {args.seconds:g} s, dt {cfg.sim_dt * 1e3:g} ms, kappa {cfg.contact.kappa:g} kN/m, "
           f"{args.gains} PD gains x{args.kp_scale:g}/x{args.kd_scale:g}, target amplitude {args.amplitude:g} rad")
     print(f"{'t [s]':>6} {'body |dp| mean':>15} {'max':>8} {'pen bcg [mm]':>13} {'pen mj [mm]':>12} "

@@ -22,6 +22,12 @@ class ContactConfig:
 class ValidationConfig:
     quat_norm_tolerance: float  # | |q| - 1 | allowed in input files
     joint_limit_tolerance: float  # [rad] allowed excursion beyond the joint table's limits
+    # Rate plausibility (a warning, not an error): the `speed_quantile` of |joint velocity| above
+    # `max_joint_speed_ratio` x the motor's velocity limit, or of the horizontal pelvis speed above
+    # `max_root_speed`, suggests the clip is read at too high a rate.
+    speed_quantile: float = 0.99
+    max_joint_speed_ratio: float = 1.0
+    max_root_speed: float = 10.0  # [m/s]
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,18 @@ class RenderConfig:
     robot_rgba: list[float]  # colour override of the main robot ([] keeps the model's colours)
     sky_top: list[float]  # rgb of a gradient skybox ([] = none, black background)
     sky_bottom: list[float]
+    ghost_distance_per_m: float  # [m/m] camera distance added per metre between robot and ghost (both in view)
+    label_height: int  # [px] row under each strip frame with its time stamp (0 = no labels)
+
+
+@dataclass(frozen=True)
+class GroundConfig:
+    """`align_ground`: the ground is the median lowest-sole height over the stance (contact) frames. Contacts
+    depend on the height, so it starts from the `initial_quantile` of the per-frame lowest sole and re-picks
+    the stance frames `iterations` times. (The minimum over contacts is an outlier of a noisy clip.)"""
+
+    initial_quantile: float = 0.05
+    iterations: int = 3
 
 
 @dataclass(frozen=True)
@@ -162,6 +180,7 @@ class MotionsConfig:
     validation: ValidationConfig
     generation: GenerationConfig
     render: RenderConfig
+    ground: GroundConfig = field(default_factory=GroundConfig)
     cache_subdir: str = field(default=".cache/bcg/motions")  # under the repository root unless $BCG_CACHE_DIR
 
 

@@ -7,6 +7,7 @@ repaired silently (quaternions are not re-normalised, joints are not clamped).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,6 +20,8 @@ from bcg_sim.motion.motion import Motion
 
 NUM_JOINTS = len(JOINTS_29)
 CSV_FPS = 30.0  # LAFAN1-G1 files carry no rate; Unitree's retargeting is 30 fps
+# A rate in a file name: "walk_60hz.csv", "dance 50fps.csv", "clip-120Hz.csv" (rl_sar, g1-moves name files so).
+NAME_RATE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)[ _-]?(?:hz|fps)(?![a-z])", re.IGNORECASE)
 CSV_COLUMNS = 3 + 4 + NUM_JOINTS  # root xyz, root quaternion x y z w, joints
 # PHC/ASAP "23 DoF": the 29 motor-order joints minus all six wrist joints (not Unitree's 23-DoF set).
 PHC_JOINTS = tuple(i for i, j in enumerate(JOINTS_29) if "wrist" not in j.name)
@@ -79,9 +82,35 @@ def _check_limits(q: np.ndarray, where: str | os.PathLike, tol: float) -> None:
 
 
 # ----------------------------------------------------------------------------------------------- CSV
-def read_csv(path: str | os.PathLike) -> Motion:
-    """LAFAN1-G1 CSV: no header, 30 fps, 36 columns (root xyz m, root quaternion x y z w, 29 joints rad)."""
+def rate_in_name(path: str | os.PathLike) -> float | None:
+    """The frame rate a file name states ("_60hz", "60fps"), or None."""
+    found = NAME_RATE.findall(Path(path).stem)
+    if len(set(found)) > 1:
+        raise _fail(path, f"file name states several rates {sorted(set(found))}; pass the rate explicitly")
+    return float(found[0]) if found else None
+
+
+def csv_rate(path: str | os.PathLike, fps: float | None = None) -> tuple[float, str]:
+    """(rate, where it came from) of a CSV: `fps` if given, else a rate in the file name, else CSV_FPS."""
+    named = rate_in_name(path)
+    if fps is not None:
+        if not (np.isfinite(fps) and fps > 0):
+            raise _fail(path, f"input rate must be a positive number, got {fps}")
+        if named is not None and not np.isclose(named, fps):
+            raise _fail(path, f"the file name says {named:g} fps but an input rate of {fps:g} fps was given")
+        return float(fps), "given input rate"
+    if named is not None:
+        return named, "rate in the file name"
+    return CSV_FPS, f"CSV default {CSV_FPS:g} fps (the file states no rate; pass --input-fps / fps=)"
+
+
+def read_csv(path: str | os.PathLike, fps: float | None = None) -> Motion:
+    """LAFAN1-G1 CSV: no header, 36 columns (root xyz m, root quaternion x y z w, 29 joints rad).
+
+    The file holds no rate: `fps` if given, else a rate named in the file name (`*_60hz.csv`, `*60fps*`),
+    else 30 fps (LAFAN1-G1). A name rate that contradicts `fps` is an error."""
     path = Path(path)
+    rate, _ = csv_rate(path, fps)
     try:
         text = path.read_text()
     except OSError as exc:
@@ -96,13 +125,18 @@ def read_csv(path: str | os.PathLike) -> Motion:
         data = np.array([[float(v) for v in r.split(",")] for r in rows])
     except ValueError as exc:
         raise _fail(path, f"non-numeric value ({exc})") from exc
-    motion = Motion(name=path.stem, fps=CSV_FPS, root_pos_w=data[:, 0:3],
+    motion = Motion(name=path.stem, fps=rate, root_pos_w=data[:, 0:3],
                     root_quat_w=rotations.xyzw_to_wxyz(data[:, 3:7]), joint_pos=data[:, 7:], source=str(path))
     return validate(motion, path)
 
 
 def write_csv(motion: Motion, path: str | os.PathLike) -> None:
-    """LAFAN1-G1 CSV (the file stores no fps: readers assume 30 fps, so resample first if needed)."""
+    """LAFAN1-G1 CSV. The file stores no rate: readers take it from the name (`*_60hz.csv`) or assume 30 fps,
+    so a name that states another rate than the motion's is refused."""
+    named = rate_in_name(path)
+    if named is not None and not np.isclose(named, motion.fps):
+        raise _fail(path, f"the file name says {named:g} fps but the motion is {motion.fps:g} fps "
+                          f"(resample it, or name the file *_{motion.fps:g}hz.csv)")
     data = np.concatenate([motion.root_pos_w, rotations.wxyz_to_xyzw(motion.root_quat_w), motion.joint_pos], 1)
     # 17 significant digits: float64 round-trips exactly.
     np.savetxt(path, data, delimiter=",", fmt="%.17g")
@@ -226,14 +260,25 @@ def format_of(path: str | os.PathLike) -> str:
     return ext
 
 
-def read(path: str | os.PathLike, clip: str | None = None) -> Motion:
-    """Read the primary fields of a motion file (format from the extension); not completed."""
+def read(path: str | os.PathLike, clip: str | None = None, fps: float | None = None) -> Motion:
+    """Read the primary fields of a motion file (format from the extension); not completed.
+
+    fps: the input rate of a CSV (which stores none); NPZ and PKL files state their rate, and an `fps`
+    that contradicts it is an error."""
     ext = format_of(path)
+    if ext == ".csv":
+        if not Path(path).is_file():
+            raise _fail(path, "no such file")
+        return read_csv(path, fps)
     if ext == ".pkl":
-        return read_pkl(path, clip)
-    if not Path(path).is_file():
-        raise _fail(path, "no such file")
-    return READERS[ext](Path(path))
+        motion = read_pkl(path, clip)
+    else:
+        if not Path(path).is_file():
+            raise _fail(path, "no such file")
+        motion = READERS[ext](Path(path))
+    if fps is not None and not np.isclose(fps, motion.fps):
+        raise _fail(path, f"the file states {motion.fps:g} fps; an input rate ({fps:g}) applies to CSV files only")
+    return motion
 
 
 def write(motion: Motion, path: str | os.PathLike) -> None:

@@ -8,6 +8,7 @@ import inspect
 import json
 import os
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -20,20 +21,56 @@ from bcg_sim.motion.motion import Motion
 BUILTIN = generators.CLIPS
 
 
-def load(name_or_path: str | os.PathLike, fps: float | None = None, clip: str | None = None) -> Motion:
+class MotionRateWarning(UserWarning):
+    """A clip's rate is assumed, or its speeds look implausible for the rate it is read at."""
+
+
+def load(name_or_path: str | os.PathLike, fps: float | None = None, clip: str | None = None,
+         input_fps: float | None = None) -> Motion:
     """A completed Motion: a built-in clip name ("run", "jump", "fight", "dance") or a motion file
     (.csv LAFAN1-G1, .npz mjlab/BeyondMimic, .pkl PHC/ASAP; `clip` picks one clip of a multi-clip PKL).
-    With `fps`, the clip is resampled to that rate. Bad files raise `MotionFormatError`."""
+
+    input_fps: the rate of a CSV file (default: a rate in its name, `*_60hz.csv`, else 30 fps with a
+    MotionRateWarning saying so). A clip that looks too fast for its rate warns (`speed_warning`).
+    With `fps`, the clip is then resampled to that rate. Bad files raise `MotionFormatError`."""
     key = str(name_or_path)
     if key in BUILTIN and not Path(key).exists():
+        if input_fps is not None:
+            raise ValueError(f"{key}: an input rate applies to CSV files, not to built-in clips")
         motion = builtin(key)
     elif not Path(key).suffix and not Path(key).exists():
         raise formats.MotionFormatError(f"{key}: neither a built-in clip ({', '.join(BUILTIN)}) nor a motion file")
     else:
-        motion = kinematics.complete(formats.read(name_or_path, clip))
+        motion = kinematics.complete(formats.read(name_or_path, clip, input_fps))
+        if formats.format_of(key) == ".csv":
+            _, origin = formats.csv_rate(key, input_fps)
+            if input_fps is None and formats.rate_in_name(key) is None:
+                warnings.warn(f"{key}: read at {origin}", MotionRateWarning, stacklevel=2)
+        problem = speed_warning(motion)
+        if problem:
+            warnings.warn(f"{key}: {problem}", MotionRateWarning, stacklevel=2)
     if fps is not None and not np.isclose(fps, motion.fps):
         motion = ops.resample(motion, fps)
     return motion
+
+
+def speed_warning(motion: Motion) -> str | None:
+    """Why the completed clip looks too fast for its rate (config validation thresholds), or None."""
+    from bcg_sim.g1.joints import JOINTS_29, MOTORS
+
+    cfg = motions_config().validation
+    limit = np.array([MOTORS[j.motor].velocity_limit for j in JOINTS_29])  # [29] rad/s
+    ratio = np.quantile(np.abs(motion.joint_vel), cfg.speed_quantile, axis=0) / limit  # [29]
+    root = float(np.quantile(np.linalg.norm(motion.root_lin_vel_w[:, :2], axis=1), cfg.speed_quantile))
+    q = f"{cfg.speed_quantile:.0%} quantile"
+    if ratio.max() > cfg.max_joint_speed_ratio:
+        j = int(ratio.argmax())
+        return (f"at {motion.fps:g} fps {JOINTS_29[j].name} moves at {ratio[j]:.2f} x its motor's velocity limit "
+                f"({q}): is the clip recorded at a lower rate? (pass --input-fps)")
+    if root > cfg.max_root_speed:
+        return (f"at {motion.fps:g} fps the pelvis moves at {root:.1f} m/s ({q}, more than {cfg.max_root_speed:g}): "
+                "is the clip recorded at a lower rate? (pass --input-fps)")
+    return None
 
 
 def save(motion: Motion, path: str | os.PathLike) -> None:

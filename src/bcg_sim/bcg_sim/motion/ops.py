@@ -9,6 +9,7 @@ import numpy as np
 
 from bcg_sim.g1 import JOINTS_29, index_29_to_23
 from bcg_sim.motion import kinematics, rotations
+from bcg_sim.motion.config import motions_config
 from bcg_sim.motion.motion import Motion
 
 # Frame times are compared with this slack (s) so that e.g. a 4.0 s clip keeps its last frame at any rate.
@@ -57,20 +58,24 @@ def clip(motion: Motion, start: float = 0.0, end: float | None = None) -> Motion
 
 
 def ground_offset(motion: Motion) -> float:
-    """Height (m) of the ground under the clip: the lowest sole point over its contact frames.
+    """Height (m) of the ground under the clip: the median lowest-sole height over its stance frames.
 
-    Contacts depend on the height, so the clip is first shifted so that its lowest sole point over all frames
-    is at z = 0; the contact rule then picks the contact frames, and the lowest sole point among those
-    (per contacting foot) is the ground. A foot that dips lower while moving fast is not ground.
+    Robust to noise: a long noisy clip has a few frames whose sole dips far below the others, and aligning
+    on that minimum would lift every stance frame off the ground. Contacts depend on the height, so the
+    clip is first shifted by a low quantile of its per-frame lowest sole, then the contact rule picks the
+    stance frames and the median of their sole heights (per contacting foot) becomes the ground, repeated
+    (config/motions.yaml `ground`). A clip without stance frames falls back to that quantile.
     """
+    cfg = motions_config().ground
     m = motion if motion.completed else kinematics.complete(motion.primary())
-    heights = kinematics.foot_heights(m)  # [T, 2]
-    first = float(heights.min())
-    shifted = _shift_z(m, -first)
-    flags = shifted.foot_contact
-    if not flags.any():
-        return first
-    return first + float(kinematics.foot_heights(shifted)[flags].min())
+    ground = float(np.quantile(kinematics.foot_heights(m).min(axis=1), cfg.initial_quantile))
+    for _ in range(cfg.iterations):
+        shifted = _shift_z(m, -ground)
+        stance = shifted.foot_contact  # [T, 2]
+        if not stance.any():
+            break
+        ground += float(np.median(kinematics.foot_heights(shifted)[stance]))
+    return ground
 
 
 def align_ground(motion: Motion) -> Motion:

@@ -1,7 +1,9 @@
 """Offscreen rendering of motions on the project's G1 model: PNG strips and MP4 videos, with an optional
 translucent "ghost" (a second motion, e.g. the reference under a simulated rollout) in the same scene.
 
-The camera is a free camera that tracks the pelvis (x, y) at a fixed height, azimuth and distance.
+The camera is a free camera that tracks the pelvis (x, y) at a fixed height, azimuth and distance; with a
+ghost it tracks the midpoint of both pelvises and backs off with their distance, so the ghost stays in view.
+Strip frames carry their clip time underneath.
 Backend: MuJoCo's Renderer with $MUJOCO_GL (env.sh picks EGL with a GPU, OSMesa otherwise).
 """
 
@@ -55,7 +57,12 @@ class MotionRenderer:
         """[H, W, 3] uint8 image of the robot at qpos [36] (and the ghost at ghost_qpos [36])."""
         self.data.qpos[:] = qpos
         mujoco.mj_forward(self.model, self.data)
-        self.camera.lookat[:] = (qpos[0], qpos[1], self.cfg.lookat_height)
+        centre, apart = np.asarray(qpos[:2], float), 0.0
+        if ghost_qpos is not None:  # frame both, or a ghost that drifts away leaves the picture
+            centre = 0.5 * (centre + ghost_qpos[:2])
+            apart = float(np.linalg.norm(qpos[:2] - ghost_qpos[:2]))
+        self.camera.lookat[:] = (centre[0], centre[1], self.cfg.lookat_height)
+        self.camera.distance = self.cfg.distance + self.cfg.ghost_distance_per_m * apart
         self.renderer.update_scene(self.data, self.camera, self.option)
         if ghost_qpos is not None:
             self._add_ghost(ghost_qpos)
@@ -95,13 +102,31 @@ def strip_times(motion: Motion, frames: int) -> np.ndarray:
 
 
 def render_strip(motion: Motion, frames: int, width: int, height: int, ghost: Motion | None = None,
-                 cfg: RenderConfig | None = None) -> np.ndarray:
-    """[H, frames * W, 3] uint8: `frames` snapshots side by side."""
+                 cfg: RenderConfig | None = None, time_offset: float = 0.0) -> np.ndarray:
+    """[H + label_height, frames * W, 3] uint8: `frames` snapshots side by side, each with its time stamp
+    (clip time + time_offset, e.g. the --start of a window) in a row underneath."""
+    cfg = motions_config().render if cfg is None else cfg
     times = strip_times(motion, frames)
     q, gq = qpos_at(motion, times), (qpos_at(ghost, times) if ghost is not None else None)
     with MotionRenderer(width, height, cfg) as r:
         images = [r.frame(q[i], gq[i] if gq is not None else None) for i in range(times.size)]
+    if cfg.label_height > 0:
+        images = [np.concatenate([im, _label(f"t = {t + time_offset:.2f} s", width, cfg.label_height)], axis=0)
+                  for im, t in zip(images, times)]
     return np.concatenate(images, axis=1)
+
+
+def _label(text: str, width: int, height: int) -> np.ndarray:
+    """[height, width, 3] uint8: white text centred on black."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    img = Image.new("RGB", (width, height))
+    draw = ImageDraw.Draw(img)
+    font = ImageFont.load_default()
+    left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
+    draw.text(((width - (right - left)) / 2 - left, (height - (bottom - top)) / 2 - top), text, fill="white",
+              font=font)
+    return np.asarray(img)
 
 
 def render_video(motion: Motion, path: str | os.PathLike, width: int, height: int, ghost: Motion | None = None,

@@ -4,12 +4,13 @@
   normalization, control period, reference clip.
 - `build_observation`: the one observation builder (numpy or batched torch).
 - `ReferenceTrack`: the reference clip, sampled in windows of the next K control steps.
-- `export_policy` / `load_policy` -> `Policy.act(obs) -> action`.
+- `export_policy` / `load_policy` -> `Policy.act(obs) -> action`; every artifact problem raises `ArtifactError`.
 """
 
 from bcg_sim.policy.artifact import Policy, PolicyLoadError, export_policy, load_policy  # noqa: F401
 from bcg_sim.policy.contract import (  # noqa: F401
     METADATA_VERSION,
+    ArtifactError,
     ObservationSpec,
     ObsSlice,
     PolicyContract,

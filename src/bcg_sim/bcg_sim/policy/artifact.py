@@ -124,7 +124,11 @@ def _onnx_runner(path: Path, n_obs: int, threads: int):
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads  # one thread: lowest latency jitter next to the control loop
     opts.inter_op_num_threads = 1
-    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    try:
+        sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types for unreadable models
+        raise PolicyLoadError(f"{path}: not a readable ONNX model (truncated or damaged?): "
+                              f"{_first_line(exc)}") from exc
     inp = sess.get_inputs()
     if len(inp) != 1 or (isinstance(inp[0].shape[-1], int) and inp[0].shape[-1] != n_obs):
         raise PolicyLoadError(f"{path}: network input {[(i.name, i.shape) for i in inp]}, contract has "
@@ -143,7 +147,11 @@ def _torchscript_runner(path: Path, threads: int):
     torch.set_num_threads(threads)
     with warnings.catch_warnings():  # deprecated in torch >= 2.9 but supported; ONNX is the main runtime
         warnings.simplefilter("ignore", DeprecationWarning)
-        mod = torch.jit.load(str(path), map_location="cpu").eval()
+        try:
+            mod = torch.jit.load(str(path), map_location="cpu").eval()
+        except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError/ValueError for damaged archives
+            raise PolicyLoadError(f"{path}: not a readable TorchScript model (truncated or damaged?): "
+                                  f"{_first_line(exc)}") from exc
 
     def run(x: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
@@ -152,14 +160,22 @@ def _torchscript_runner(path: Path, threads: int):
     return run
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def load_policy(path: str | os.PathLike, runtime: str = "auto", threads: int = 1) -> Policy:
     """Load and verify an artifact (its folder or its policy.yaml).
 
     runtime: "onnx", "torchscript" or "auto" (ONNX when present, else TorchScript). Verifies the metadata
     (format, version, joint order = bcg_sim.g1.joints, feature sizes, normalization) and the network
-    (input n_obs, output 29, finite output on a zero observation); raises PolicyContractError/PolicyLoadError.
+    (input n_obs, output 29, finite output on a zero observation). Every problem with the artifact raises
+    ArtifactError (subclasses PolicyContractError, PolicyLoadError) with a message naming the file.
     """
     p = Path(path)
+    if not p.exists():
+        raise PolicyLoadError(f"policy {p} does not exist (expected an artifact folder from export_policy)")
     folder = p.parent if p.is_file() else p
     yaml_path = p if p.is_file() else p / CONTRACT_FILE
     if not yaml_path.is_file():

@@ -55,17 +55,26 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     h = sub.add_parser("export-hold", help="export the hold-default-pose policy")
     h.add_argument("-o", "--out", required=True, help="artifact folder to write")
-    h.add_argument("--formats", nargs="+", default=["onnx", "torchscript"], choices=["onnx", "torchscript"])
+    h.add_argument("--formats", nargs="+", default=["onnx", "torchscript"], choices=["onnx", "torchscript"],
+                   help="network formats to write (default: onnx torchscript)")
     h.add_argument("--ref-horizon", type=int, default=None, help="K (default: config/policy_contract.yaml)")
     i = sub.add_parser("info", help="summarize and time an artifact")
     i.add_argument("path")
-    i.add_argument("--runtime", default="auto", choices=["auto", "onnx", "torchscript"])
+    i.add_argument("--runtime", default="auto", choices=["auto", "onnx", "torchscript"],
+                   help="network runtime (default auto: ONNX when present, else TorchScript)")
     args = ap.parse_args(argv)
-    if args.cmd == "export-hold":
-        out = export_hold(args.out, tuple(args.formats), args.ref_horizon)
-        print(f"wrote {out}")
-    else:
-        _info(args.path, args.runtime)
+    from bcg_sim.config import ConfigError
+    from bcg_sim.policy.contract import ArtifactError
+
+    try:
+        if args.cmd == "export-hold":
+            out = export_hold(args.out, tuple(args.formats), args.ref_horizon)
+            print(f"wrote {out}")
+        else:
+            _info(args.path, args.runtime)
+    except (ArtifactError, ConfigError, OSError) as exc:
+        print(f"bcg-policy: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -29,7 +29,14 @@ NUM_JOINTS = len(JOINTS_29)
 DEFAULTS_FILE = "policy_contract.yaml"  # in config/ (bcg_sim.config.config_dir)
 
 
-class PolicyContractError(ValueError):
+class ArtifactError(ValueError):
+    """A policy artifact that cannot be used (missing, unreadable, damaged or not matching this bcg).
+
+    The one error type artifact loading raises (`load_policy`, `PolicyContract.load`, `ReferenceTrack.load_npz`):
+    its message names the file and the problem, so callers print it as one line."""
+
+
+class PolicyContractError(ArtifactError):
     """policy.yaml (or a network) does not match this bcg; the message says what and how to fix it."""
 
 
@@ -127,8 +134,19 @@ class PolicyContract:
 
     @classmethod
     def load(cls, path: str | Path) -> "PolicyContract":
-        with open(path) as f:
-            return cls.from_dict(yaml.safe_load(f), str(path))
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = yaml.safe_load(f)
+        except UnicodeDecodeError as exc:
+            raise PolicyContractError(f"{path}: not a text file (binary data at byte {exc.start})") from exc
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise PolicyContractError(f"{path}: YAML syntax error{where}: {problem}") from exc
+        except OSError as exc:
+            raise PolicyContractError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        return cls.from_dict(data, str(path))
 
     # --- checks ---
     def validate(self, where: str = "policy contract") -> None:

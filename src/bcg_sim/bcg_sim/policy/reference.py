@@ -11,6 +11,7 @@ that its heading at t0 equals the robot's; root positions are shifted so the cli
 from __future__ import annotations
 
 import math
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,9 +109,20 @@ class ReferenceTrack:
 
     @classmethod
     def load_npz(cls, path: str | Path, name: str) -> "ReferenceTrack":
-        with np.load(path) as d:
-            return cls(name, float(d["fps"][0]), d["root_pos_w"], d["root_quat_w"], d["joint_pos"],
-                       d["root_lin_vel_w"], d["root_ang_vel_w"])
+        """Read a clip written by save_npz; ArtifactError naming the file when it is not one."""
+        from bcg_sim.policy.contract import ArtifactError
+
+        if not zipfile.is_zipfile(path):  # np.load would guess "pickled data" for any other bytes
+            raise ArtifactError(f"{path}: not a readable reference clip (.npz): not a zip archive (damaged?)")
+        try:
+            with np.load(path, allow_pickle=False) as d:
+                return cls(name, float(d["fps"][0]), d["root_pos_w"], d["root_quat_w"], d["joint_pos"],
+                           d["root_lin_vel_w"], d["root_ang_vel_w"])
+        except KeyError as exc:
+            raise ArtifactError(f"{path}: reference clip lacks array {exc}") from exc
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, IndexError, AttributeError) as exc:
+            # np.load raises these on a file that is not (or no longer) an npz archive of our arrays
+            raise ArtifactError(f"{path}: not a readable reference clip (.npz): {str(exc).splitlines()[0]}") from exc
 
     # --- sampling ---
     @property
