@@ -28,7 +28,8 @@ class EvalConfig:
     strip_width: int = 320
     strip_height: int = 360
     ros_preroll_s: float = 3.0  # [s]
-    ros_move_to_default_s: float = 0.2  # [s]
+    ros_move_to_default_s: float = 0.5  # [s]
+    ros_remote_press_s: float = 0.05  # [s]
 
     def validate(self, where: str = CONFIG_FILE) -> "EvalConfig":
         if self.runs < 1:
@@ -38,7 +39,7 @@ class EvalConfig:
                               f"got {self.physics_dt}")
         for name in ("seconds", "init_joint_noise", "init_root_vel_noise", "noise_q_std", "noise_dq_std",
                      "noise_gyro_std", "action_latency_s", "diffsim_seconds", "ros_preroll_s",
-                     "ros_move_to_default_s"):
+                     "ros_move_to_default_s", "ros_remote_press_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{where}: eval.{name} must be >= 0, got {getattr(self, name)}")
         if self.fall_height <= 0 or self.contact_height <= 0:

@@ -1,0 +1,97 @@
+"""bcg-eval end to end on exported artifacts (MuJoCo + bcg_sim), a forced fall, and bad inputs (one line, exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+torch = pytest.importorskip("torch")
+
+from bcg_sim.policy import default_contract, export_policy  # noqa: E402
+from bcg_sim.policy.cli import export_hold, hold_module  # noqa: E402
+from bcg_train.eval.cli import main  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def hold(tmp_path_factory) -> Path:
+    return Path(export_hold(str(tmp_path_factory.mktemp("eval") / "hold"), ("onnx",)))
+
+
+def _one_error_line(capsys, code: int, *needles: str) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("bcg-eval: ") and "Traceback" not in err[0], err
+    for n in needles:
+        assert n in err[0], err[0]
+    return err[0]
+
+
+def test_hold_policy_end_to_end(hold, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main([str(hold), "--runs", "2", "--seconds", "0.6", "--out", str(out), "--kappa", "100"]) == 0
+    r = json.loads((out / "eval.json").read_text())
+    a = r["aggregate"]
+    assert a["runs"] == 2 and a["falls"] == 0 and a["survival_s_mean"] == pytest.approx(0.6)
+    assert 0 < a["e_track_cm_mean"] < 10 and a["e_track_cm_std"] > 0  # seeds vary the start
+    assert r["contacts"]["ok"] and r["contacts"]["max_contacts"] >= 8  # both soles' 4 spheres down
+    d = r["delta_d"]
+    assert d["kappa"] == 100 and d["window_s"] == pytest.approx(0.6)
+    assert d["train_pen_mm"] > 0 and d["mujoco_pen_mm"] > 0
+    assert d["delta_d_mm"] == pytest.approx(d["train_pen_mm"] - d["mujoco_pen_mm"])
+    for f in ("eval.md", "strip.png", "e_track.png", "joint_err.png", "root_height.png", "penetration.png",
+              "slip.png"):
+        assert (out / f).stat().st_size > 0, f
+    assert "| 0/2 |" in (out / "eval.md").read_text()
+
+
+def test_zero_gain_policy_falls(tmp_path, capsys):
+    c = default_contract(reference_name="stand", gains="stand")
+    c.kp, c.kd = [0.0] * 29, [0.0] * 29  # motors limp: the robot drops
+    pol = export_policy(hold_module(c.n_obs), c, tmp_path / "limp", ("onnx",))
+    out = tmp_path / "out"
+    assert main([str(pol), "--runs", "1", "--seconds", "3", "--out", str(out), "--no-render",
+                 "--no-delta-d"]) == 0
+    run = json.loads((out / "eval.json").read_text())["runs"][0]
+    assert run["fell"] and run["survival_s"] < 3.0
+
+
+def test_missing_metadata(tmp_path, capsys):
+    (tmp_path / "p").mkdir()
+    _one_error_line(capsys, main([str(tmp_path / "p"), "--out", str(tmp_path / "o")]), "policy.yaml")
+
+
+def test_policy_joint_order_differs(hold, tmp_path, capsys):
+    bad = tmp_path / "swapped"
+    bad.mkdir()
+    for f in hold.iterdir():
+        (bad / f.name).write_bytes(f.read_bytes())
+    meta = yaml.safe_load((bad / "policy.yaml").read_text())
+    meta["joint_names"][0], meta["joint_names"][1] = meta["joint_names"][1], meta["joint_names"][0]
+    (bad / "policy.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+    _one_error_line(capsys, main([str(bad), "--out", str(tmp_path / "o")]), "joint order", "index 0")
+
+
+def test_mjcf_without_g1_joints(hold, tmp_path, capsys):
+    xml = tmp_path / "box.xml"
+    xml.write_text("<mujoco><worldbody><body><freejoint/><geom size='0.1'/></body></worldbody></mujoco>")
+    _one_error_line(capsys, main([str(hold), "--mjcf", str(xml), "--out", str(tmp_path / "o")]),
+                    "box.xml", "missing joint")
+
+
+def test_bad_option_values(hold, tmp_path, capsys):
+    _one_error_line(capsys, main([str(hold), "--runs", "0", "--out", str(tmp_path / "o")]), "runs")
+    _one_error_line(capsys, main([str(tmp_path / "nope"), "--out", str(tmp_path / "o")]), "does not exist")
+
+
+def test_menagerie_mjcf_runs(hold, tmp_path, menagerie_g1_xml, capsys):
+    """Any G1 MJCF: the Menagerie G1 (position servos turned into torque motors, floor added) stands too."""
+    out = tmp_path / "m"
+    assert main([str(hold), "--mjcf", str(menagerie_g1_xml), "--runs", "1", "--seconds", "0.6", "--out",
+                 str(out), "--no-render", "--no-delta-d"]) == 0
+    r = json.loads((out / "eval.json").read_text())
+    assert r["aggregate"]["falls"] == 0 and r["contacts"]["ok"]
+    assert np.isfinite(r["aggregate"]["e_track_cm_mean"])
