@@ -93,7 +93,8 @@ def evaluate(policy: Policy, cfg: EvalConfig, out_dir: Path, mjcf: str | None = 
         "path": "ros" if ros else "python", "commit": commit(), "seconds": seconds,
         "config": dataclasses.asdict(cfg),
         "runs": [{"seed": r["seed"], **s, "fault": r["fault"], "max_contacts": r["max_contacts"],
-                  "mujoco_warnings": r["warnings"], "missed_contacts": r["missed_contacts"]}
+                  "mujoco_warnings": r["warnings"], "missed_contacts": r["missed_contacts"],
+                  **({"ros_run_start_s": r["run_start_s"]} if "run_start_s" in r else {})}
                  for r, s in zip(runs, summaries)],
         "aggregate": metrics.aggregate(summaries),
     }

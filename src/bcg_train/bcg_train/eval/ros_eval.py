@@ -60,8 +60,9 @@ def run_sim2sim(policy_dir: Path, bag: Path, duration: float, cfg: EvalConfig, s
         raise EvalError(f"--ros: bcg-sim2sim exited {r.returncode}: {tail[0]}")
 
 
-def bag_rollout(bag: Path, policy: Policy, seconds: float) -> metrics.Rollout:
-    """The RUN segment of a sim2sim bag as a Rollout (control-rate samples from /sim/ground_truth)."""
+def bag_rollout(bag: Path, policy: Policy, seconds: float) -> tuple[metrics.Rollout, float]:
+    """The RUN segment of a sim2sim bag as a Rollout (control-rate samples from /sim/ground_truth) and the
+    sim time [s] at which RUN began."""
     from bcg_policy_node.bags import deserialize, read_bag
 
     run_t = [m.timestamp_ns * 1e-9 for m in read_bag(bag, ["/policy_node/transitions"])
@@ -91,7 +92,7 @@ def bag_rollout(bag: Path, policy: Policy, seconds: float) -> metrics.Rollout:
     ref = policy.reference
     ref.align_yaw(qpos[0, 3:7])  # what PolicyRunner.start did with the IMU quaternion
     t = np.array(times)
-    return metrics.Rollout(t, qpos, reference_qpos(ref, t))
+    return metrics.Rollout(t, qpos, reference_qpos(ref, t)), t_run
 
 
 def run_ros(policy: Policy, cfg: EvalConfig, seconds: float, out_dir: Path,
@@ -107,10 +108,10 @@ def run_ros(policy: Policy, cfg: EvalConfig, seconds: float, out_dir: Path,
             raise EvalError(f"--ros: {bag} exists; use a new --out folder")
         t0 = time.monotonic()
         run_sim2sim(policy.path, bag, cfg.ros_preroll_s + seconds, cfg, seed)
-        r = bag_rollout(bag, policy, seconds)
+        r, t_run = bag_rollout(bag, policy, seconds)
         s = metrics.series(r, policy.contract.control_dt, cfg.contact_height)
         out.append({"seed": seed, "rollout": r, "series": s, "fault": "", "max_contacts": None, "warnings": {},
-                    "missed_contacts": None})
-        progress(f"ROS run {i + 1}/{cfg.runs} (bridge seed {seed}): {seconds:.2f} s of RUN in "
+                    "missed_contacts": None, "run_start_s": t_run})
+        progress(f"ROS run {i + 1}/{cfg.runs} (bridge seed {seed}): {seconds:.2f} s of RUN (from {t_run:.2f} s sim) in "
                  f"{time.monotonic() - t0:.1f} s wall")
     return out
