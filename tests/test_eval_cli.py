@@ -95,3 +95,47 @@ def test_menagerie_mjcf_runs(hold, tmp_path, menagerie_g1_xml, capsys):
     r = json.loads((out / "eval.json").read_text())
     assert r["aggregate"]["falls"] == 0 and r["contacts"]["ok"]
     assert np.isfinite(r["aggregate"]["e_track_cm_mean"])
+
+
+class _Constant(torch.nn.Module):
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs[:, :1] * 0.0 + 0.5 * torch.ones(1, 29, dtype=obs.dtype)
+
+
+class _Feedback(torch.nn.Module):
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return -0.5 * obs[:, :29]  # joint_pos_rel: the action depends on the (noisy) encoders
+
+
+def test_action_latency_and_seeded_noise(tmp_path):
+    """Latency L: the motors keep the start pose until L, then follow; noise: same seed same run, others differ."""
+    import dataclasses
+
+    from bcg_sim.policy import load_policy
+    from bcg_train.eval.config import load_eval_config
+    from bcg_train.eval.mujoco_eval import MujocoEvaluator, load_eval_model
+
+    c = default_contract(reference_name="stand", gains="stand")
+    pol = load_policy(export_policy(_Constant(), c, tmp_path / "const", ("onnx",)))
+    base = dataclasses.replace(load_eval_config(), init_joint_noise=0.0, init_root_vel_noise=0.0)
+    model = load_eval_model(None)
+
+    def joints(cfg, seed=0):
+        r = MujocoEvaluator(pol, cfg, model, 0.2).run(seed).rollout
+        return r.time, r.qpos[:, 7:]
+
+    t, q0 = joints(base)
+    _, q_late = joints(dataclasses.replace(base, action_latency_s=0.1))
+    before, after = (t > 0.02) & (t < 0.1 - 1e-9), t > 0.16
+    moved = np.abs(q0 - q0[0]).max(axis=1)
+    moved_late = np.abs(q_late - q_late[0]).max(axis=1)
+    assert moved[before].min() > 0.02  # no latency: the joints head for the new targets at once
+    assert moved_late[before].max() < 0.2 * moved[before].min()  # latency: still (nearly) at the start pose
+    assert moved_late[after].min() > 0.02  # then they follow
+    pol = load_policy(export_policy(_Feedback(), c, tmp_path / "feedback", ("onnx",)))
+    noisy = dataclasses.replace(base, noise_q_std=0.01, noise_gyro_std=0.01)
+    _, a = joints(noisy, 3)
+    _, b = joints(noisy, 3)
+    _, other = joints(noisy, 4)
+    np.testing.assert_array_equal(a, b)
+    assert np.abs(a - other).max() > 1e-4
