@@ -8,9 +8,10 @@
         logs (column grad_var of metrics.csv), SHAC+BCG vs SHAC, +-1 std from bootstrap resamples.
     bcg-experiment curves     [--motions ..] ...                  Fig. 5: learning curves (metrics.csv columns
         iteration, samples, wall_s, reward) against iterations, samples (log) and wall-clock.
-    bcg-experiment kappa-map  [--policy DIR] [--kappas ..] --out DIR
-        delta_d of one exported policy (default: the hold policy) along the kappa grid, no training: the
-        mapping of bcg_sim's kappa to contact depth, measured before choosing the grid.
+    bcg-experiment kappa-map  [--policy DIR | --playback MOTION] [--kappas ..] --out DIR
+        delta_d of one exported policy (default: the hold policy; --playback: open-loop playback of a clip)
+        along the kappa grid, no training: the mapping of bcg_sim's kappa to contact depth, measured before
+        choosing the grid.
 
 A cell's folder: DIR/cells/<motion>_<algo>_k<kappa>_s<seed>/ with policy/ and metrics.csv (bcg-train) and
 eval/eval.json (bcg-eval). --resume skips cells whose outputs exist. Defaults: config/eval.yaml (section
@@ -243,11 +244,19 @@ def kappa_map(args, eval_cfg, out: Path) -> str:
     from bcg_sim.policy.cli import export_hold
     from bcg_train.eval.evaluate import evaluate
 
-    path = args.policy or export_hold(str(out / "hold_policy"), ("onnx",))
+    if args.playback:
+        from bcg_train.eval.playback import export_playback
+
+        folder = out / f"playback_{Path(args.playback).stem}"
+        path = folder if (args.resume and (folder / "policy.yaml").is_file()) else export_playback(args.playback, folder)
+    else:
+        folder = out / "hold_policy"
+        path = args.policy or (folder if (args.resume and (folder / "policy.yaml").is_file())
+                               else export_hold(str(folder), ("onnx",)))
     rows = []
     for i, k in enumerate(args.kappas):
         t0 = time.monotonic()
-        d = out / "kappa_map" / f"k{k:g}"
+        d = out / "kappa_map" / Path(path).name / f"k{k:g}"
         if args.resume and (d / "eval.json").is_file():
             r = json.loads((d / "eval.json").read_text())
         else:
@@ -255,13 +264,14 @@ def kappa_map(args, eval_cfg, out: Path) -> str:
         dd = r["delta_d"]
         rows.append([f"{k:g}", fmt(dd["train_pen_mm"], 2), fmt(dd["mujoco_pen_mm"], 2),
                      pm(dd["delta_d_mm"], dd["delta_d_std_mm"]),
-                     f"{sum(p['train_fell'] for p in dd['per_run'])}/{len(dd['per_run'])}"])
+                     f"{sum(p['train_fell'] for p in dd['per_run'])}/{len(dd['per_run'])}",
+                     f"{r['aggregate']['falls']}/{r['aggregate']['runs']}"])
         _progress(f"[{i + 1}/{len(args.kappas)}] kappa {k:g}: delta_d {dd['delta_d_mm']:.2f} mm "
                   f"({time.monotonic() - t0:.1f} s)")
     name = Path(path).name
     return (f"### κ mapping: Δd of `{name}` along the κ grid (no training; window {eval_cfg.diffsim_seconds:g} s)\n\n"
             + markdown_table(["κ [kN/m/sphere]", "pen. bcg_sim [mm]", "pen. MuJoCo [mm]", "Δd [mm]",
-                              "falls in bcg_sim"], rows))
+                              "falls in bcg_sim", "falls in MuJoCo"], rows))
 
 
 # --- report -----------------------------------------------------------------------------------------------------
@@ -274,8 +284,7 @@ def write_report(out: Path, args: argparse.Namespace) -> Path:
              f"{platform.python_version()})\n- commit: {commit()}\n- budget: {args.budget} (bcg-train --budget)\n"
              f"- last command: `bcg-experiment {shlex.join(sys.argv[1:])}`\n"]
     for name in REPORT_ORDER:
-        p = sec / f"{name}.md"
-        if p.is_file():
+        for p in sorted(sec.glob(f"{name}*.md")):
             parts.append(p.read_text())
     path = out / "report.md"
     path.write_text("\n".join(parts))
@@ -298,6 +307,8 @@ def _parser(exp) -> argparse.ArgumentParser:
     ap.add_argument("--runs", type=int, default=None, help="bcg-eval runs per cell (default: config eval.runs)")
     ap.add_argument("--seconds", type=float, default=None, help="bcg-eval seconds (default: config eval.seconds)")
     ap.add_argument("--policy", default=None, help="kappa-map: the policy (default: the hold policy)")
+    ap.add_argument("--playback", default=None, metavar="MOTION",
+                    help="kappa-map: an open-loop playback policy of this clip instead (moving robot, touchdowns)")
     ap.add_argument("--resume", action="store_true", help="skip finished cells")
     ap.add_argument("--no-render", action="store_true", help="no PNG strip per cell")
     ap.add_argument("--config", default="eval.yaml", help="config file (default config/eval.yaml)")
@@ -330,7 +341,7 @@ def _run(args: argparse.Namespace, exp, ev) -> int:
     runner = Runner(args, exp, ev)
     if args.experiment == "kappa-map":
         text = kappa_map(args, ev, out)
-        name = "kappa_map"
+        name = "kappa_map" + (f"_{Path(args.playback).stem}" if args.playback else "")
     elif args.experiment == "stiffness":
         runner.run([Cell(m, "shac-bcg", k, s) for m in args.motions for k in args.kappas for s in args.seeds], True)
         text, name = table1(runner, args.motions, args.kappas, args.seeds), "table1"

@@ -115,7 +115,7 @@ def series(r: Rollout, dt: float, contact_height: float) -> dict[str, np.ndarray
 
 def summarize(s: dict[str, np.ndarray], fall_height: float, window_s: float | None = None) -> dict[str, float]:
     """Scalar metrics of one run's series (truncated at the first fall). Penetration is also reported over
-    [0, window_s] (`pen_window_mm`, the delta_d window)."""
+    [0, window_s] (`pen_window_mm`, the delta_d window; also up to the first fall)."""
     i = first_fall(s["root_height"], fall_height)
     end = len(s["time"]) if i is None else i + 1
     t = s["time"][:end]
@@ -129,7 +129,7 @@ def summarize(s: dict[str, np.ndarray], fall_height: float, window_s: float | No
         "slip_cm_s": 100.0 * float(np.nanmean(slip)) if np.isfinite(slip).any() else 0.0,
     }
     if window_s is not None:
-        w = s["time"] <= window_s + 1e-9
+        w = (s["time"] <= window_s + 1e-9) & (np.arange(len(s["time"])) < end)
         out["pen_window_mm"] = 1e3 * mean_contact_penetration(s["penetration"][w])
     return out
 
