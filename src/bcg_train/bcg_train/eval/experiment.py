@@ -253,7 +253,7 @@ def kappa_map(args, eval_cfg, out: Path) -> str:
         folder = out / "hold_policy"
         path = args.policy or (folder if (args.resume and (folder / "policy.yaml").is_file())
                                else export_hold(str(folder), ("onnx",)))
-    rows = []
+    rows, window = [], 0.0
     for i, k in enumerate(args.kappas):
         t0 = time.monotonic()
         d = out / "kappa_map" / Path(path).name / f"k{k:g}"
@@ -262,6 +262,7 @@ def kappa_map(args, eval_cfg, out: Path) -> str:
         else:
             r = evaluate(load_policy(path), eval_cfg, d, kappa=k, render=False)
         dd = r["delta_d"]
+        window = dd["window_s"]
         rows.append([f"{k:g}", fmt(dd["train_pen_mm"], 2), fmt(dd["mujoco_pen_mm"], 2),
                      pm(dd["delta_d_mm"], dd["delta_d_std_mm"]),
                      f"{sum(p['train_fell'] for p in dd['per_run'])}/{len(dd['per_run'])}",
@@ -269,7 +270,8 @@ def kappa_map(args, eval_cfg, out: Path) -> str:
         _progress(f"[{i + 1}/{len(args.kappas)}] kappa {k:g}: delta_d {dd['delta_d_mm']:.2f} mm "
                   f"({time.monotonic() - t0:.1f} s)")
     name = Path(path).name
-    return (f"### κ mapping: Δd of `{name}` along the κ grid (no training; window {eval_cfg.diffsim_seconds:g} s)\n\n"
+    return (f"### κ mapping: Δd of `{name}` along the κ grid (no training; window {window:g} s, "
+            f"{eval_cfg.runs} start states)\n\n"
             + markdown_table(["κ [kN/m/sphere]", "pen. bcg_sim [mm]", "pen. MuJoCo [mm]", "Δd [mm]",
                               "falls in bcg_sim", "falls in MuJoCo"], rows))
 
