@@ -10,7 +10,7 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{package_name}"]),
         (f"share/{package_name}", ["package.xml"]),
     ],
-    install_requires=["setuptools", "bcg_sim"],
+    install_requires=["setuptools", "bcg_sim", "bcg_policy_node"],
     zip_safe=True,
     maintainer="bcg developers",
     maintainer_email="bcg@example.org",
