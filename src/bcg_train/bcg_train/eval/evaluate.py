@@ -35,7 +35,10 @@ def commit() -> str:
 
 def run_mujoco(policy: Policy, cfg: EvalConfig, mjcf: str | None, seconds: float) -> list[dict]:
     """cfg.runs Python-loop MuJoCo runs: per run its seed, series, summary and contact checks."""
-    ev = MujocoEvaluator(policy, cfg, load_eval_model(mjcf), seconds)
+    notes: list[str] = []
+    ev = MujocoEvaluator(policy, cfg, load_eval_model(mjcf, notes), seconds)
+    for n in notes:
+        _progress(n)
     out = []
     for i in range(cfg.runs):
         seed = cfg.base_seed + i

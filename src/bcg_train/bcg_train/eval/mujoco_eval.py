@@ -30,8 +30,10 @@ class EvalError(ValueError):
 
 
 # --- model ------------------------------------------------------------------------------------------------
-def load_eval_model(mjcf: str | None) -> mujoco.MjModel:
-    """The project's G1 (mjcf None) or a G1 MJCF file, with torque motors on the 29 joints and a floor."""
+def load_eval_model(mjcf: str | None, notes: list[str] | None = None) -> mujoco.MjModel:
+    """The project's G1 (mjcf None) or a G1 MJCF file, with torque motors on the 29 joints and a floor.
+    What was changed in a given MJCF is appended to `notes` (one line each) for the user to see."""
+    notes = [] if notes is None else notes
     if mjcf is None:
         return load_mujoco("29dof", floor=True)
     path = Path(mjcf)
@@ -49,17 +51,24 @@ def load_eval_model(mjcf: str | None) -> mujoco.MjModel:
     if not any(j.type == mujoco.mjtJoint.mjJNT_FREE for j in spec.joints):
         raise EvalError(f"MJCF {mjcf}: no free joint (the G1 must have a floating base)")
     g1_joints = {j.mjcf_name for j in JOINTS_29}
-    driven = set()
+    driven, converted = set(), 0
     for a in spec.actuators:
         if a.target in g1_joints:
+            converted += a.gaintype != mujoco.mjtGain.mjGAIN_FIXED or a.biastype != mujoco.mjtBias.mjBIAS_NONE
             a.set_to_motor()  # ctrl = torque; the PD runs in our code like the robot's motor drivers
             a.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE  # G1Sim clips to the motors' effort limits
             a.forcelimited = mujoco.mjtLimited.mjLIMITED_FALSE
             driven.add(a.target)
+    if converted:
+        notes.append(f"MJCF {path.name}: {converted} servo actuator(s) on G1 joints turned into torque motors "
+                     "(the PD runs in the eval loop, like the robot's drivers)")
     for name in sorted(g1_joints - driven):
         spec.add_actuator(name=f"{name}_motor", target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
+    if g1_joints - driven:
+        notes.append(f"MJCF {path.name}: torque motors added on {len(g1_joints - driven)} undriven G1 joint(s)")
     if not any(g.type == mujoco.mjtGeom.mjGEOM_PLANE for g in spec.worldbody.geoms):
         _add_floor(spec)
+        notes.append(f"MJCF {path.name}: no ground plane; added the project model's floor (z = 0)")
     try:
         model = spec.compile()
     except Exception as exc:  # noqa: BLE001
