@@ -101,8 +101,10 @@ class Runner:
     def run(self, cells: list[Cell], evaluate_cells: bool) -> None:
         """Every cell: train (unless trained), then evaluate (unless evaluated), a progress line each."""
         done = [c for c in cells if self.trained(c) and (self.evaluated(c) or not evaluate_cells)]
-        if done and not self.args.resume:
-            raise EvalError(f"{self.out}: {len(done)} cell(s) already finished; pass --resume or use a new --out")
+        started = [c for c in cells if self.cell_dir(c).exists()]
+        if started and not self.args.resume:
+            raise EvalError(f"{self.out}: {len(started)} cell(s) already started or finished; pass --resume or use "
+                            "a new --out")
         todo = [c for c in cells if c not in done]
         _progress(f"{len(cells)} cells, {len(done)} finished (skipped), {len(todo)} to run")
         spent: list[float] = []
