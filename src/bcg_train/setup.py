@@ -10,7 +10,7 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{package_name}"]),
         (f"share/{package_name}", ["package.xml"]),
     ],
-    install_requires=["setuptools", "bcg_sim"],
+    install_requires=["setuptools", "bcg_sim", "bcg_policy_node"],
     zip_safe=True,
     maintainer="bcg developers",
     maintainer_email="bcg@example.org",
@@ -18,6 +18,8 @@ setup(
     license="BSD-3-Clause",
     entry_points={
         "console_scripts": [
+            "bcg-eval = bcg_train.eval.cli:main",
+            "bcg-experiment = bcg_train.eval.experiment:main",
         ],
     },
 )

@@ -1,0 +1,102 @@
+"""bcg-experiment: cells run, tables and report are written, --resume skips finished cells, bad input is one
+line with exit 2. bcg-train is another part still being built, so a stand-in trainer (a script that exports
+a copy of the hold policy and writes a metrics.csv with the documented columns) plays its command-line role."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("torch")
+
+from bcg_sim.config import config_dir  # noqa: E402
+from bcg_sim.policy.cli import export_hold  # noqa: E402
+from bcg_train.eval.experiment import main  # noqa: E402
+
+TRAINER = """
+import argparse, csv, shutil, sys
+from pathlib import Path
+ap = argparse.ArgumentParser()
+for k in ("motion", "algo", "kappa", "budget", "seed", "out"):
+    ap.add_argument("--" + k, required=True)
+a = ap.parse_args(sys.argv[2:])
+shutil.copytree(sys.argv[1], Path(a.out) / "policy")  # the hold policy, exported once by the test
+scale = 0.5 if a.algo == "shac-bcg" else 1.0
+with open(Path(a.out) / "metrics.csv", "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["iteration", "samples", "wall_s", "reward", "grad_var"])
+    for i in range(1, 6):
+        w.writerow([i, 64 * i, 0.5 * i, -1.0 / i, scale * float(a.kappa) * (1 + 0.1 * (i % 2))])
+"""
+
+
+@pytest.fixture(scope="module")
+def tmp(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("experiment")
+
+
+@pytest.fixture(scope="module")
+def cfg(tmp) -> Path:
+    tmp_path = tmp
+    trainer = tmp_path / "trainer.py"
+    trainer.write_text(textwrap.dedent(TRAINER))
+    data = yaml.safe_load((config_dir() / "eval.yaml").read_text())
+    hold = export_hold(str(tmp_path / "hold"), ("onnx",))
+    data["experiment"]["train_command"] = [sys.executable, str(trainer), str(hold), "--motion", "{motion}", "--algo",
+                                           "{algo}", "--kappa", "{kappa}", "--budget", "{budget}", "--seed",
+                                           "{seed}", "--out", "{out}"]
+    data["eval"].update(runs=1, seconds=0.2, diffsim_seconds=0.2)
+    p = tmp_path / "eval.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+def test_stiffness_table_report_and_resume(cfg, tmp, capsys):
+    out = tmp / "res"
+    args = ["stiffness", "--out", str(out), "--motions", "run", "--kappas", "50", "300", "--no-render",
+            "--config", str(cfg)]
+    assert main(args) == 0
+    table = (out / "sections" / "table1.md").read_text()
+    assert "κ = 50 kN/m" in table and "κ = 300 kN/m" in table and "| run | 0/1, " in table
+    report = (out / "report.md").read_text()
+    assert "commit:" in report and "budget:" in report and "Table 1" in report
+    evals = sorted(out.glob("cells/*/eval/eval.json"))
+    assert len(evals) == 2
+    stamp = [p.stat().st_mtime_ns for p in evals]
+    capsys.readouterr()
+    assert main(args + ["--resume"]) == 0
+    assert "2 finished (skipped), 0 to run" in capsys.readouterr().err
+    assert [p.stat().st_mtime_ns for p in evals] == stamp  # nothing re-ran
+    assert main(args) == 2  # finished cells without --resume: refused, one line
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("bcg-experiment: ") and "--resume" in err[-1]
+
+
+def test_gradvar_and_curves_from_training_logs(cfg, tmp, capsys):
+    """Reuses the stiffness cells (SHAC+BCG at 50 and 300) with --resume; trains only the SHAC ones."""
+    out = tmp / "res"
+    common = ["--out", str(out), "--motions", "run", "--config", str(cfg), "--resume"]
+    assert main(["gradvar", "--kappas", "50", "300", *common]) == 0
+    fig3 = (out / "sections" / "fig3.md").read_text()
+    # stand-in logs: grad_var = scale * kappa * (1.1, 1, 1.1, 1, 1.1), scale 0.5 with BCG -> 0.5 k 1.06, k 1.06
+    assert "| shac-bcg | 300 | 159 ±" in fig3 and "| shac | 300 | 318 ±" in fig3
+    assert "2 to run" in capsys.readouterr().err
+    assert main(["curves", "--kappa", "300", *common]) == 0
+    assert (out / "fig3_gradvar.png").stat().st_size > 0 and (out / "fig5_curves.png").stat().st_size > 0
+    report = (out / "report.md").read_text()
+    assert "Fig. 3" in report and "Fig. 5" in report
+
+
+def test_missing_trainer_is_one_line(tmp_path, capsys):
+    bad = yaml.safe_load((config_dir() / "eval.yaml").read_text())
+    bad["experiment"]["train_command"] = ["no-such-trainer-xyz", "--out", "{out}"]
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(bad))
+    assert main(["stiffness", "--out", str(tmp_path / "r"), "--motions", "run", "--kappas", "50",
+                 "--config", str(p)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len([e for e in err if "no-such-trainer-xyz" in e]) == 1 and "Traceback" not in "".join(err)
