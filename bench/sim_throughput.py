@@ -164,6 +164,7 @@ def main(argv=None) -> None:
         import json
 
         b, bcg, n, h, th, rep = args.shac_cell
+        torch.set_num_threads(1)  # one core per process: torch's intra-op threads only contend with the simulator
         print(json.dumps(shac_iteration_cell(b, bool(int(bcg)), int(n), int(h), int(th), int(rep))))
         return
     if args.shac:
@@ -217,7 +218,9 @@ def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: 
 
     cfg = load_sim_config().with_kappa(300.0)
     cfg = cfg.with_backend(backend)
-    cfg = dc.replace(cfg, bcg=dc.replace(cfg.bcg, enabled=bcg), actuation=dc.replace(cfg.actuation, gains="policy"),
+    # pool sized for the batch (B x N / 2 branch worlds) so that touchdowns are bundled, not counted as overflow
+    cfg = dc.replace(cfg, bcg=dc.replace(cfg.bcg, enabled=bcg, pool_size=cfg.bcg.branches * n // 2),
+                     actuation=dc.replace(cfg.actuation, gains="policy"),
                      solver=dc.replace(cfg.solver, threads=threads)).validate()
     clip = motion_lib.load(SHAC_MOTION)
     env = G1DiffEnv(cfg, n)
