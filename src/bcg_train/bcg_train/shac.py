@@ -103,29 +103,24 @@ class SHAC:
                 torch.zeros(self.n, NUM_ACTIONS, device=self.device, requires_grad=True))
 
     # ------------------------------------------------------------------ one iteration
-    def iteration(self) -> dict:
+    def rollout_loss(self, probes=None, update_norm: bool = True) -> tuple[torch.Tensor, dict, dict]:
+        """Step 1: h differentiable control steps from the current env state. Returns (actor loss [scalar,
+        differentiable w.r.t. the actor and the simulated states], critic records, log sums)."""
         c, task, env = self.c, self.task, self.env
         h, n, gamma = c.horizon, self.n, c.gamma
-        for opt, lr in ((self.actor_opt, c.actor_lr), (self.critic_opt, c.critic_lr)):
-            for g in opt.param_groups:
-                g["lr"] = lr * self._lr_frac()
-        probes = self._probes()
-        env.new_rollout()
-        task.last_action = task.last_action.detach()
-
-        # 1. rollout
         state = env.state
         obs = task.observation(state, task.frame, task.last_action)
         loss = torch.zeros((), device=self.device)
         rew_acc = torch.zeros(n, device=self.device)  # discounted reward since the rollout/episode start
         disc = torch.ones(n, device=self.device)  # gamma^(t - start)
-        rec_cin, rec_r, rec_done, rec_next_v = [], [], [], []
+        rec = {"cin": [], "r": [], "done": [], "next_v": []}
         log = {"reward": 0.0, "e_track_cm": 0.0, "falls": 0, "episodes": 0, "episode_len_sum": 0,
                "touchdowns": 0, "bundled_steps": 0}
         for t in range(h):
-            self.norm.update(self.comm.gather(obs.detach()))
+            if update_norm:
+                self.norm.update(self.comm.gather(obs.detach()))
             obs_n = self.norm(obs)
-            rec_cin.append(self._critic_in(obs_n, state).detach())
+            rec["cin"].append(self._critic_in(obs_n, state).detach())
             mu = self.actor(obs_n) if probes is None else self.actor.probed(obs_n, *probes)
             action = mu + self._noise(mu)
             out = env.step(task.env_action(action))
@@ -138,13 +133,13 @@ class SHAC:
             done = terminated | timeout
             next_obs = task.observation(out.state, task.frame, action)
             next_v = self.target_critic(self._critic_in(self.norm(next_obs), out.state)).squeeze(-1)
-            next_v = torch.where(terminated, torch.zeros_like(next_v), next_v)
+            next_v = torch.where(terminated, torch.zeros_like(next_v), next_v)  # no bootstrap past a fall
             rew_acc = rew_acc + disc * r
             ends = done | (t == h - 1)
             loss = loss - torch.where(ends, rew_acc + disc * gamma * next_v, torch.zeros_like(rew_acc)).sum()
-            rec_r.append(r.detach())
-            rec_done.append(done)
-            rec_next_v.append(next_v.detach())
+            rec["r"].append(r.detach())
+            rec["done"].append(done)
+            rec["next_v"].append(next_v.detach())
             with torch.no_grad():
                 log["reward"] += float(r.mean()) / h
                 log["e_track_cm"] += float(e_track_cm(sim_f, ref_f).mean()) / h
@@ -161,7 +156,17 @@ class SHAC:
                 obs = task.observation(state, task.frame, task.last_action)
             else:
                 state, obs = out.state, next_obs
-        loss = loss / (n * h)
+        return loss / (n * h), rec, log
+
+    def iteration(self) -> dict:
+        c, task, env, n = self.c, self.task, self.env, self.n
+        for opt, lr in ((self.actor_opt, c.actor_lr), (self.critic_opt, c.critic_lr)):
+            for g in opt.param_groups:
+                g["lr"] = lr * self._lr_frac()
+        probes = self._probes()
+        env.new_rollout()
+        task.last_action = task.last_action.detach()
+        loss, rec, log = self.rollout_loss(probes)
 
         # 2. actor update (guarded)
         self.actor_opt.zero_grad(set_to_none=True)
@@ -191,7 +196,7 @@ class SHAC:
             gradvar = float(gradient_variance(self.comm.gather(per_world).double().cpu().numpy()))
 
         # 3. critic on TD(lambda) targets
-        critic_loss = self._update_critic(rec_cin, rec_r, rec_done, rec_next_v) if ok else math.nan
+        critic_loss = self._update_critic(rec["cin"], rec["r"], rec["done"], rec["next_v"]) if ok else math.nan
         # 4. discriminator
         disc_log = self.reward.update()
         self.iter += 1
@@ -208,7 +213,7 @@ class SHAC:
         out_log["episode_len"] = self.comm.sum_int(ep_len_sum) / out_log["episodes"] if out_log["episodes"] \
             else math.nan
         out_log["falls"] = self.comm.sum_int(log["falls"])
-        out_log["samples"] = n * h * self.comm.world_size
+        out_log["samples"] = n * c.horizon * self.comm.world_size
         out_log["skipped_total"] = self.skipped_total
         return out_log
 
