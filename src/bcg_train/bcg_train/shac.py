@@ -78,6 +78,7 @@ class SHAC:
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=self.c.critic_lr, betas=betas)
         self.noise_gen = torch.Generator().manual_seed(seed + 1000 * (comm.rank + 1))
         self.iter = 0
+        self.update_norm = True  # False freezes the observation statistics (tests on a fixed batch)
         self.skipped_total = 0
         self.consecutive_skips = 0
 
@@ -166,7 +167,7 @@ class SHAC:
         probes = self._probes()
         env.new_rollout()
         task.last_action = task.last_action.detach()
-        loss, rec, log = self.rollout_loss(probes)
+        loss, rec, log = self.rollout_loss(probes, self.update_norm)
 
         # 2. actor update (guarded)
         self.actor_opt.zero_grad(set_to_none=True)

@@ -47,8 +47,9 @@ class Features(NamedTuple):
     body_pos_w: torch.Tensor  # [N, B, 3]
 
     def flat(self) -> torch.Tensor:
-        """[N, D] all groups concatenated (the discriminator's differential vector layout)."""
-        return torch.cat([self.groups[g] for g in FEATURE_GROUPS], dim=-1)
+        """[N, D] all groups concatenated in their order (FEATURE_GROUPS for `features`): the discriminator's
+        differential vector layout."""
+        return torch.cat(list(self.groups.values()), dim=-1)
 
 
 def features(kin: Kinematics) -> Features:
@@ -86,6 +87,7 @@ class RunningNorm(torch.nn.Module):
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
         x = x.detach().reshape(-1, x.shape[-1]).to(torch.float64)
+        x = x[torch.isfinite(x).all(-1)]  # a diverged world's observation is no sample
         n = x.shape[0]
         if n == 0:
             return
