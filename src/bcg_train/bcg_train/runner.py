@@ -114,8 +114,6 @@ class Runner:
 
     # --- building ---
     def build(self) -> None:
-        from bcg_sim.diffsim import G1DiffEnv
-
         cfg, comm = self.cfg, self.comm
         if cfg.num_envs % self.procs:
             raise RunError(f"num_envs {cfg.num_envs} is not divisible by {self.procs} processes")
@@ -126,6 +124,8 @@ class Runner:
         if self.motion.num_frames < horizon + cfg.task.start_margin + 2:
             raise TaskError(f"motion {self.motion.name!r} has {self.motion.num_frames} frames, shorter than "
                             f"horizon {horizon} + task.start_margin {cfg.task.start_margin} + 2")
+        from bcg_sim.diffsim import G1DiffEnv  # after the input checks: building the simulator takes seconds
+
         self.env = G1DiffEnv(sim, cfg.num_envs // self.procs)
         gen = torch.Generator().manual_seed(cfg.seed * 7919 + comm.rank)
         self.task = Task(cfg, self.env, self.motion, self.contract, gen, horizon)
@@ -224,8 +224,11 @@ class Runner:
         def handler(signum, frame):
             self.stop_signal = signum
 
-        for s in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(s, handler)
+        self._old_handlers = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _restore_signals(self) -> None:
+        for s, h in getattr(self, "_old_handlers", {}).items():
+            signal.signal(s, h)
 
     # --- the loop ---
     def train(self) -> int:
@@ -283,6 +286,7 @@ class Runner:
             else:
                 self.save_checkpoint()
         finally:
+            self._restore_signals()
             if bar is not None:
                 bar.close()
             if writer is not None:
