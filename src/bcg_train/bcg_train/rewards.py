@@ -174,7 +174,7 @@ class ADDReward:
     def state_dict(self) -> dict:
         return {"disc": self.disc.state_dict(), "scale": self.scale.state_dict(), "opt": self.opt.state_dict(),
                 "replay": self.replay[: min(self.replay_count, self.cfg.replay_size)].clone(),
-                "replay_count": self.replay_count}
+                "replay_count": self.replay_count, "gen": self.gen.get_state()}
 
     def load_state_dict(self, d: dict) -> None:
         self.disc.load_state_dict(d["disc"])
@@ -183,6 +183,7 @@ class ADDReward:
         r = d["replay"]
         self.replay[: r.shape[0]] = r.to(self.device)
         self.replay_count = int(d["replay_count"])
+        self.gen.set_state(d["gen"])
 
     def modules(self) -> list[torch.nn.Module]:
         return [self.disc]

@@ -200,7 +200,8 @@ class Task:
     def state_dict(self) -> dict:
         s = self.env.state
         return {"frame": self.frame.clone(), "steps": self.steps.clone(), "last_action": self.last_action.detach().clone(),
-                "sim_state": [x.detach().clone() for x in s.as_tuple()], "gen": self.gen.get_state()}
+                "sim_state": [x.detach().clone() for x in s.as_tuple()], "gen": self.gen.get_state(),
+                "joint_q": self.env.joint_q.detach().clone(), "joint_qd": self.env.joint_qd.detach().clone()}
 
     def load_state_dict(self, d: dict) -> None:
         from bcg_sim.diffsim import SimState
@@ -211,3 +212,6 @@ class Task:
         self.gen.set_state(d["gen"])
         # the env tracks the clip from these frames again; BCG's touchdown rule restarts (feet count as loaded)
         self.env.reset(None, motion=self.motion, frames=self.frame.cpu(), state=SimState(*d["sim_state"]))
+        # the exact simulator coordinates (the SimState round trip changes the last bits)
+        self.env.joint_q = d["joint_q"].to(self.device).clone()
+        self.env.joint_qd = d["joint_qd"].to(self.device).clone()
