@@ -43,6 +43,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kappa", type=float, default=300.0, help="kN/m (default: 300)")
     ap.add_argument("--seed", type=int, default=0, help="(default: 0)")
     ap.add_argument("--device", default="cpu", help="(default: cpu)")
+    ap.add_argument("--num-envs", type=int, default=None, help="override the preset's (default: preset)")
+    ap.add_argument("--horizon", type=int, default=None, help="override the preset's SHAC h (default: preset)")
     ap.add_argument("--algos", nargs="+", default=["shac-bcg", "shac", "ppo"], help="(default: all three)")
     ap.add_argument("--procs-compare", type=int, default=0, metavar="ITERS",
                     help="also time ITERS SHAC iterations with 1 and 2 processes (default: 0, skip)")
@@ -51,6 +53,8 @@ def main(argv=None) -> int:
     out = Path(args.out)
     common = ["--preset", args.preset, "--motion", args.motion, "--kappa", args.kappa, "--seed", args.seed,
               "--device", args.device]
+    common += [x for flag, v in (("--num-envs", args.num_envs), ("--horizon", args.horizon)) if v is not None
+               for x in (flag, v)]
     runs = {}
     for algo in args.algos:
         run = out / algo

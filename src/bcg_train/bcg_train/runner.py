@@ -135,7 +135,14 @@ class Runner:
         self.first_row: dict | None = None
 
     def _total_iters(self) -> int | None:
-        return int(self.budget.amount) if self.budget.kind == "iterations" else None
+        """Iterations the budget allows (for the linear learning-rate decay); None for a wall-clock budget
+        (constant rate: a schedule on time would change with the machine's load)."""
+        if self.budget.kind == "iterations":
+            return int(self.budget.amount)
+        if self.budget.kind == "samples":
+            per_iter = self.cfg.num_envs * rollout_horizon(self.cfg)
+            return max(1, math.ceil(self.budget.amount / per_iter))
+        return None
 
     # --- folder ---
     def _ckpt_path(self, rank: int | None = None) -> Path:
