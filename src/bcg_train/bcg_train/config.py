@@ -173,6 +173,16 @@ def parse_budget(text: str) -> Budget:
     return Budget(kind, amount, str(text).strip())
 
 
+SEED_STREAMS = ("resets", "reward", "noise", "bcg")  # independent random streams of a run
+
+
+def derive_seed(seed: int, stream: str, rank: int = 0) -> int:
+    """A seed for one random stream of one process, from the run's seed (numpy SeedSequence mixing)."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, SEED_STREAMS.index(stream), rank]).generate_state(1)[0])
+
+
 def _merge(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in over.items():

@@ -122,8 +122,6 @@ class PPOAlgo:
                 self.obs, r, dones, extras = v.step(actions)
                 self.alg.process_env_step(self.obs, r, dones, extras)
             self.alg.compute_returns(self.obs)
-        # rollout tensors were made under inference mode; the update needs ordinary ones
-        self._uninference_storage()
         losses = self.alg.update()
         disc_log = self.reward.update()
         self.iter += 1
@@ -140,14 +138,6 @@ class PPOAlgo:
         out["samples"] = self.task.n * self.c.steps_per_env * self.comm.world_size
         out["skipped_total"] = 0
         return out
-
-    def _uninference_storage(self) -> None:
-        st = self.alg.storage
-        for name, val in list(vars(st).items()):
-            if isinstance(val, torch.Tensor):
-                setattr(st, name, val.clone())
-            elif isinstance(val, TensorDict):
-                setattr(st, name, val.clone())
 
     def policy_network(self) -> torch.nn.Module:
         return copy.deepcopy(self.alg.get_policy().mlp)

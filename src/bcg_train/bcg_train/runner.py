@@ -30,7 +30,7 @@ import yaml
 from bcg_sim.config import ConfigError
 from bcg_sim.policy import ReferenceTrack, default_contract, export_policy
 from bcg_sim.policy.contract import PolicyContract
-from bcg_train.config import TrainConfig, config_from_dict, config_to_dict, parse_budget
+from bcg_train.config import TrainConfig, config_from_dict, config_to_dict, derive_seed, parse_budget
 from bcg_train.dist import Comm
 from bcg_train.task import Task, TaskError
 
@@ -52,7 +52,7 @@ def sim_config_for(cfg: TrainConfig, rank: int = 0):
     from bcg_sim.diffsim import load_sim_config
 
     sim = load_sim_config().with_kappa(cfg.kappa)
-    bcg = dc.replace(sim.bcg, enabled=cfg.algo == "shac-bcg", seed=sim.bcg.seed + cfg.seed + rank)
+    bcg = dc.replace(sim.bcg, enabled=cfg.algo == "shac-bcg", seed=derive_seed(cfg.seed + sim.bcg.seed, "bcg", rank))
     return dc.replace(sim, device=cfg.device, bcg=bcg).validate()
 
 
@@ -127,7 +127,7 @@ class Runner:
         from bcg_sim.diffsim import G1DiffEnv  # after the input checks: building the simulator takes seconds
 
         self.env = G1DiffEnv(sim, cfg.num_envs // self.procs)
-        gen = torch.Generator().manual_seed(cfg.seed * 7919 + comm.rank)
+        gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "resets", comm.rank))
         self.task = Task(cfg, self.env, self.motion, self.contract, gen, horizon)
         self.task.reset()
         self.algo = make_algorithm(cfg, self.task, comm, self._total_iters())
@@ -356,7 +356,7 @@ def make_algorithm(cfg: TrainConfig, task: Task, comm: Comm, total_iters: int | 
     from bcg_train.task import features
 
     dim = features(task.ref_kinematics(torch.zeros(1, dtype=torch.long, device=task.device))).flat().shape[-1]
-    gen = torch.Generator().manual_seed(cfg.seed * 104729 + comm.rank)
+    gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "reward", comm.rank))
     torch.manual_seed(cfg.seed)
     reward = make_reward(cfg.reward.kind, cfg.reward, cfg.add, dim, task.device, gen, comm.reduce_grads, comm.gather)
     comm.broadcast_modules(reward.modules())

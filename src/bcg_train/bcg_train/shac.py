@@ -23,7 +23,7 @@ import math
 import torch
 
 from bcg_sim.diffsim.gradvar import gradient_variance
-from bcg_train.config import TrainConfig
+from bcg_train.config import TrainConfig, derive_seed
 from bcg_train.dist import Comm
 from bcg_train.rewards import mlp
 from bcg_train.task import RunningNorm, Task, e_track_cm, features
@@ -76,7 +76,7 @@ class SHAC:
         betas = tuple(self.c.betas)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=self.c.actor_lr, betas=betas)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=self.c.critic_lr, betas=betas)
-        self.noise_gen = torch.Generator().manual_seed(seed + 1000 * (comm.rank + 1))
+        self.noise_gen = torch.Generator().manual_seed(derive_seed(seed, "noise", comm.rank))
         self.iter = 0
         self.update_norm = True  # False freezes the observation statistics (tests on a fixed batch)
         self.skipped_total = 0

@@ -66,7 +66,7 @@ def features(kin: Kinematics) -> Features:
         "root_vel": torch.cat([quat_rotate_inv(q, kin.root_lin_vel_w), quat_rotate_inv(q, kin.root_ang_vel_w)], -1),
         "joint_vel": kin.joint_vel,
     }
-    return Features(groups, kin.body_pos_w)
+    return Features({g: groups[g] for g in FEATURE_GROUPS}, kin.body_pos_w)  # the configured order
 
 
 def e_track_cm(sim: Features, ref: Features) -> torch.Tensor:
