@@ -133,6 +133,7 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, shac_run, capsys):
     bad.write_text("shac:\n  horizn: 3\n")
     _assert_bad_input(main_in_process(capsys, "--preset", bad), "bad.yaml", "horizn")
     _assert_bad_input(main_in_process(capsys, "--preset", "no_such_preset"), "no_such_preset")
+    _assert_bad_input(main_in_process(capsys, "--preset", "tiny", "--out", shac_run), "already holds a run")
     (tmp_path / "empty").mkdir()
     _assert_bad_input(main_in_process(capsys, "--resume", tmp_path / "empty"), "not a bcg-train run folder")
     other = tmp_path / "other"

@@ -98,6 +98,8 @@ def train_main(argv) -> int:
             cfg = load_train_config(args.preset, _overrides(args))
             procs = args.procs
             out = Path(args.out or f"runs/train/{cfg.algo}-{Path(cfg.task.motion).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+            if (out / "config.yaml").exists():
+                return _fail(f"{out} already holds a run; continue it with --resume {out} or choose another --out")
         if procs < 1:
             return _fail(f"--procs must be >= 1, got {procs}")
         if cfg.num_envs % procs:
