@@ -51,6 +51,10 @@ def test_packages_build_and_install_where_ros2_looks(workspace):
     # `ros2 run bcg_policy_node policy_node` runs lib/<package>/<executable>
     for exe in ("policy_node", "mujoco_bridge"):
         assert os.access(install / "bcg_policy_node" / "lib" / "bcg_policy_node" / exe, os.X_OK), exe
+    # `ros2 run bcg_train train`, and the training presets it reads from the share folder
+    assert os.access(install / "bcg_train" / "lib" / "bcg_train" / "train", os.X_OK)
+    for f in ("default.yaml", "cpu.yaml", "tiny.yaml"):
+        assert (share / "config" / "train" / f).is_file(), f
 
 
 def test_installed_overlay_finds_its_config_and_messages(workspace, tmp_path):

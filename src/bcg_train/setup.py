@@ -18,6 +18,8 @@ setup(
     license="BSD-3-Clause",
     entry_points={
         "console_scripts": [
+            "bcg-train = bcg_train.cli:main",
+            "train = bcg_train.cli:main",
             "bcg-eval = bcg_train.eval.cli:main",
             "bcg-experiment = bcg_train.eval.experiment:main",
         ],

@@ -15,6 +15,7 @@ setup(
         (f"share/{package_name}", ["package.xml"]),
         (f"share/{package_name}/launch", glob("launch/*.py")),
         (f"share/{package_name}/config", glob("config/*.yaml") + glob("config/*.xml") + glob("config/*.rviz")),
+        (f"share/{package_name}/config/train", glob("config/train/*.yaml")),  # bcg_train presets
     ],
     install_requires=["setuptools"],
     zip_safe=True,

@@ -1,0 +1,102 @@
+"""Training comparison: SHAC+BCG, SHAC and PPO from one seed on one clip for a time budget each.
+
+    python bench/train_cpu.py                                   # preset cpu (64 worlds, h 16), 30 min each
+    python bench/train_cpu.py --budget 20it --preset tiny       # a quick check of the bench itself
+    python bench/train_cpu.py --procs-compare 4                 # + seconds per SHAC iteration, 1 vs 2 processes
+
+Each algorithm is one `bcg-train` run (run folders under --out). Printed per run: iterations, env samples,
+E_track at the first and last iteration, falls, peak RSS; then the sample ratio (env samples PPO needs to reach
+SHAC+BCG's final E_track, or "not reached within N samples"), and curves.png (bcg-train plot, Fig. 5 layout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def bcg_train(*args) -> int:
+    return subprocess.call([sys.executable, "-m", "bcg_train", *map(str, args)])
+
+
+def summary(run: Path) -> dict:
+    return json.loads((run / "summary.json").read_text())
+
+
+def samples_to_reach(run: Path, target: float) -> tuple[int | None, int]:
+    """(env samples at the first iteration whose E_track <= target, or None; samples of the whole run)."""
+    with open(run / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    hit = next((int(r["samples"]) for r in rows if float(r["e_track_cm"]) <= target), None)
+    return hit, int(rows[-1]["samples"]) if rows else 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--preset", default="cpu", help="config/train preset (default: cpu)")
+    ap.add_argument("--budget", default="30min", help="per algorithm (default: 30min)")
+    ap.add_argument("--motion", default="run", help="(default: run)")
+    ap.add_argument("--kappa", type=float, default=300.0, help="kN/m (default: 300)")
+    ap.add_argument("--seed", type=int, default=0, help="(default: 0)")
+    ap.add_argument("--device", default="cpu", help="(default: cpu)")
+    ap.add_argument("--num-envs", type=int, default=None, help="override the preset's (default: preset)")
+    ap.add_argument("--horizon", type=int, default=None, help="override the preset's SHAC h (default: preset)")
+    ap.add_argument("--algos", nargs="+", default=["shac-bcg", "shac", "ppo"], help="(default: all three)")
+    ap.add_argument("--procs-compare", type=int, default=0, metavar="ITERS",
+                    help="also time ITERS SHAC iterations with 1 and 2 processes (default: 0, skip)")
+    ap.add_argument("--out", default="runs/bench_train", help="(default: runs/bench_train)")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    common = ["--preset", args.preset, "--motion", args.motion, "--kappa", args.kappa, "--seed", args.seed,
+              "--device", args.device]
+    common += [x for flag, v in (("--num-envs", args.num_envs), ("--horizon", args.horizon)) if v is not None
+               for x in (flag, v)]
+    runs = {}
+    for algo in args.algos:
+        run = out / algo
+        code = bcg_train(*common, "--algo", algo, "--budget", args.budget, "--out", run)
+        if code != 0:
+            print(f"{algo}: bcg-train exited {code}", file=sys.stderr)
+            return code
+        runs[algo] = run
+    print(f"\n{args.preset} preset, motion {args.motion}, kappa {args.kappa:g}, seed {args.seed}, "
+          f"budget {args.budget} each, device {args.device}")
+    print("| algo | iterations | env samples | s/it | E_track first [cm] | E_track last [cm] | falls | peak RSS [MB] |")
+    print("|---|---|---|---|---|---|---|---|")
+    for algo, run in runs.items():
+        s = summary(run)
+        print(f"| {algo} | {s['iterations']} | {s['samples']} | {s['s_per_iteration']} | "
+              f"{s['e_track_cm_first']:.2f} | {s['e_track_cm_last']:.2f} | {int(s['falls_total'])} | "
+              f"{s['peak_rss_mb_all_procs']:.0f} |")
+    if "shac-bcg" in runs and "ppo" in runs:
+        target = summary(runs["shac-bcg"])["e_track_cm_last"]
+        hit, total = samples_to_reach(runs["ppo"], target)
+        shac_samples = summary(runs["shac-bcg"])["samples"]
+        if hit is None:
+            print(f"sample ratio: PPO did not reach SHAC+BCG's final E_track {target:.2f} cm within {total} samples "
+                  f"(SHAC+BCG used {shac_samples})")
+        else:
+            print(f"sample ratio: PPO reached E_track {target:.2f} cm after {hit} samples, SHAC+BCG used "
+                  f"{shac_samples}: {hit / shac_samples:.2f}x")
+    if len(runs) > 1:
+        bcg_train("plot", *runs.values(), "-o", out / "curves.png")
+    if args.procs_compare:
+        times = {}
+        for procs in (1, 2):
+            run = out / f"procs{procs}"
+            code = bcg_train(*common, "--algo", "shac-bcg", "--budget", f"{args.procs_compare}it",
+                             "--procs", procs, "--out", run)
+            if code != 0:
+                return code
+            times[procs] = summary(run)["s_per_iteration"]
+        print(f"SHAC+BCG s/iteration: 1 process {times[1]:.2f}, 2 processes {times[2]:.2f}, "
+              f"speed-up {times[1] / times[2]:.2f}x (same run)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

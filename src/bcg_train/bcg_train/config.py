@@ -1,0 +1,229 @@
+"""Typed training configuration: config/train/default.yaml, overridden by a preset config/train/NAME.yaml.
+
+A preset holds any subset of default.yaml's keys (nested sections merge key by key); unknown keys and wrong
+types are `ConfigError`s naming the file and key (bcg_sim.config.from_dict). `parse_budget` reads the
+`budget` string: "200it" (iterations), "2M" / "500k" / "4096" (env samples), "30min" / "90s" / "1h" (wall clock).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bcg_sim.config import ConfigError, config_dir, from_dict, load_yaml
+
+ALGOS = ("shac", "shac-bcg", "ppo")
+REWARDS = ("add", "tracking")
+FEATURE_GROUPS = ("root_pos", "root_ori", "joint_pos", "body_pos", "root_vel", "joint_vel")
+
+
+@dataclass
+class TaskConfig:
+    motion: str = "run"
+    episode_steps: int = 150
+    start_margin: int = 16
+    obs_norm_clip: float = 5.0
+    obs_norm_epsilon: float = 1e-4
+
+
+@dataclass
+class RewardConfig:
+    kind: str = "add"
+    tracking_weights: dict[str, float] = field(default_factory=dict)
+    tracking_scales: dict[str, float] = field(default_factory=dict)
+    alive_bonus: float = 0.0
+
+
+@dataclass
+class ADDConfig:
+    hidden: list[int] = field(default_factory=lambda: [256, 128])
+    lr: float = 1e-4
+    grad_penalty: float = 2.0
+    logit_reg: float = 0.01
+    weight_decay: float = 1e-4
+    replay_size: int = 200_000
+    batch_size: int = 512
+    updates_per_iter: int = 1
+    delta_norm_momentum: float = 1e-3
+    delta_norm_min: float = 1e-3
+    reward_floor: float = 1e-4
+
+
+@dataclass
+class SHACConfig:
+    horizon: int = 16
+    gamma: float = 0.99
+    lam: float = 0.95
+    critic_iters: int = 16
+    critic_minibatches: int = 4
+    target_tau: float = 0.995
+    betas: list[float] = field(default_factory=lambda: [0.7, 0.95])
+    actor_lr: float = 2e-3
+    critic_lr: float = 5e-4
+    lr_decay: str = "linear"
+    grad_clip: float = 1.0
+    actor_hidden: list[int] = field(default_factory=lambda: [256, 128])
+    critic_hidden: list[int] = field(default_factory=lambda: [256, 128])
+    action_noise_std: float = 0.1
+    max_grad_norm: float = 1e6
+    max_consecutive_skips: int = 5
+    gradvar_every: int = 5
+    gradvar_rows: int = 4
+
+
+@dataclass
+class PPOConfig:
+    steps_per_env: int = 24
+    epochs: int = 5
+    minibatches: int = 4
+    clip: float = 0.2
+    lr: float = 1e-3
+    entropy_coef: float = 0.005
+    value_loss_coef: float = 1.0
+    desired_kl: float = 0.01
+    init_noise_std: float = 0.5
+    hidden: list[int] = field(default_factory=lambda: [256, 128])
+    gamma: float = 0.99
+    lam: float = 0.95
+    max_grad_norm: float = 1.0
+
+
+@dataclass
+class TrainConfig:
+    algo: str = "shac-bcg"
+    budget: str = "200it"
+    seed: int = 0
+    device: str = "cpu"
+    kappa: float = 300.0
+    num_envs: int = 64
+    checkpoint_every: int = 10
+    task: TaskConfig = field(default_factory=TaskConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    add: ADDConfig = field(default_factory=ADDConfig)
+    shac: SHACConfig = field(default_factory=SHACConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+
+    def validate(self, where: str = "train config") -> TrainConfig:
+        def need(ok: bool, key: str, msg: str) -> None:
+            if not ok:
+                raise ConfigError(f"{where}: {key}: {msg}")
+
+        need(self.algo in ALGOS, "algo", f"must be one of {ALGOS}, got {self.algo!r}")
+        need(self.reward.kind in REWARDS, "reward.kind", f"must be one of {REWARDS}, got {self.reward.kind!r}")
+        for key in ("tracking_weights", "tracking_scales"):
+            groups = getattr(self.reward, key)
+            need(set(groups) == set(FEATURE_GROUPS), f"reward.{key}",
+                 f"needs exactly the groups {FEATURE_GROUPS}, got {sorted(groups)}")
+        need(all(s > 0 for s in self.reward.tracking_scales.values()), "reward.tracking_scales", "must be > 0")
+        need(self.num_envs >= 1, "num_envs", f"must be >= 1, got {self.num_envs}")
+        need(self.kappa > 0, "kappa", f"must be > 0 kN/m, got {self.kappa}")
+        need(self.checkpoint_every >= 1, "checkpoint_every", "must be >= 1")
+        need(self.task.episode_steps >= 1, "task.episode_steps", "must be >= 1")
+        need(self.task.start_margin >= 0, "task.start_margin", "must be >= 0")
+        need(self.shac.horizon >= 1, "shac.horizon", f"must be >= 1, got {self.shac.horizon}")
+        need(0 < self.shac.gamma <= 1, "shac.gamma", "must be in (0, 1]")
+        need(0 <= self.shac.lam < 1, "shac.lam", "must be in [0, 1)")
+        need(0 <= self.shac.target_tau <= 1, "shac.target_tau", "must be in [0, 1]")
+        need(len(self.shac.betas) == 2, "shac.betas", "must be two numbers")
+        need(self.shac.lr_decay in ("linear", "constant"), "shac.lr_decay", "must be 'linear' or 'constant'")
+        need(self.shac.critic_minibatches >= 1 and self.shac.critic_iters >= 0, "shac.critic_minibatches",
+             "critic_minibatches must be >= 1 and critic_iters >= 0")
+        need(self.shac.max_consecutive_skips >= 1, "shac.max_consecutive_skips", "must be >= 1")
+        need(self.add.replay_size >= self.add.batch_size >= 2, "add.replay_size",
+             "need replay_size >= batch_size >= 2")
+        need(self.ppo.steps_per_env >= 1 and self.ppo.minibatches >= 1, "ppo", "steps_per_env, minibatches >= 1")
+        parse_budget(self.budget)
+        return self
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When a run ends: `iterations`, env `samples` (world control steps, all processes) or `seconds`."""
+
+    kind: str  # "iterations" | "samples" | "seconds"
+    amount: float
+    text: str
+
+    def reached(self, iteration: int, samples: int, seconds: float) -> bool:
+        value = {"iterations": iteration, "samples": samples, "seconds": seconds}[self.kind]
+        return value >= self.amount
+
+    def fraction(self, iteration: int, samples: int, seconds: float) -> float:
+        value = {"iterations": iteration, "samples": samples, "seconds": seconds}[self.kind]
+        return min(1.0, value / self.amount)
+
+
+_BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(it|k|m|min|s|h)?\s*$", re.IGNORECASE)
+_UNITS = {"it": ("iterations", 1), "": ("samples", 1), "k": ("samples", 1e3), "m": ("samples", 1e6),
+          "s": ("seconds", 1), "min": ("seconds", 60), "h": ("seconds", 3600)}
+
+
+def parse_budget(text: str) -> Budget:
+    m = _BUDGET.match(str(text))
+    if not m:
+        raise ConfigError(f"budget {text!r}: expected e.g. 200it (iterations), 2M or 500k (env samples), "
+                          "30min, 90s or 1h (wall clock)")
+    kind, scale = _UNITS[(m.group(2) or "").lower()]  # "m" / "M": million samples; "min": minutes
+    amount = float(m.group(1)) * scale
+    if amount <= 0:
+        raise ConfigError(f"budget {text!r}: must be > 0")
+    return Budget(kind, amount, str(text).strip())
+
+
+SEED_STREAMS = ("resets", "reward", "noise", "bcg")  # independent random streams of a run
+
+
+def derive_seed(seed: int, stream: str, rank: int = 0) -> int:
+    """A seed for one random stream of one process, from the run's seed (numpy SeedSequence mixing)."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, SEED_STREAMS.index(stream), rank]).generate_state(1)[0])
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def preset_path(name: str) -> Path:
+    p = Path(name)
+    if p.suffix in (".yaml", ".yml") and p.is_file():
+        return p
+    cand = config_dir() / "train" / f"{name}.yaml"
+    if not cand.is_file():
+        known = sorted(f.stem for f in (config_dir() / "train").glob("*.yaml"))
+        raise ConfigError(f"preset {name!r} not found (known: {', '.join(known)})")
+    return cand
+
+
+def load_train_config(preset: str | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """default.yaml, then the preset (a name in config/train/ or a path), then `overrides` (a nested dict)."""
+    base_path = config_dir() / "train" / "default.yaml"
+    data = load_yaml(base_path)
+    where = base_path.name
+    if preset is not None and preset != "default":
+        path = preset_path(preset)
+        over = load_yaml(path)
+        from_dict(TrainConfig, _merge(_defaults_dict(), over), where=path.name)  # names the preset's bad key
+        data = _merge(data, over)
+        where = path.name
+    if overrides:
+        data = _merge(data, overrides)
+    return from_dict(TrainConfig, data, where=where).validate(where)
+
+
+def _defaults_dict() -> dict:
+    return asdict(TrainConfig())
+
+
+def config_to_dict(cfg: TrainConfig) -> dict:
+    return asdict(cfg)
+
+
+def config_from_dict(data: dict, where: str) -> TrainConfig:
+    return from_dict(TrainConfig, data, where=where).validate(where)

@@ -1,0 +1,167 @@
+"""PPO baseline: rsl_rl's PPO (rsl-rl-lib) on the same task, reward and observation as SHAC.
+
+The simulator runs forward only (`torch.no_grad`: no tapes are recorded, PPO pays no gradient cost). The
+actor sees the same normalized `build_observation` vector (bcg_train's RunningNorm, exported in the contract;
+rsl_rl's own normalizer is off), the critic additionally the privileged inputs. One iteration = rsl_rl's
+rollout of `ppo.steps_per_env` steps, returns (GAE) and update; the ADD discriminator learns from the same
+rollout. The exported network is the actor's mean (its MLP).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import math
+
+import torch
+from rsl_rl.algorithms import PPO
+from rsl_rl.env import VecEnv
+from rsl_rl.modules import MLP
+from tensordict import TensorDict
+
+from bcg_train.config import TrainConfig
+from bcg_train.dist import Comm
+from bcg_train.task import RunningNorm, Task, e_track_cm, features
+
+NUM_ACTIONS = 29
+ACTIVATION = "elu"
+
+
+class TaskVecEnv(VecEnv):
+    """rsl_rl's VecEnv over a bcg_train Task (forward-only stepping)."""
+
+    def __init__(self, task: Task, norm: RunningNorm, reward, comm: Comm):
+        self.task, self.norm, self.reward, self.comm = task, norm, reward, comm
+        self.num_envs = task.n
+        self.num_actions = NUM_ACTIONS
+        self.max_episode_length = task.cfg.task.episode_steps
+        self.episode_length_buf = task.steps
+        self.device = task.device
+        self.cfg = {}
+        self.log = self._empty_log()
+
+    @staticmethod
+    def _empty_log() -> dict:
+        return {"reward": 0.0, "e_track_cm": 0.0, "falls": 0, "episodes": 0, "episode_len_sum": 0, "steps": 0}
+
+    def _obs(self) -> TensorDict:
+        t = self.task
+        state = t.env.state
+        raw = t.observation(state, t.frame, t.last_action)
+        self.norm.update(self.comm.gather(raw))
+        x = self.norm(raw)
+        return TensorDict({"actor": x, "critic": torch.cat([x, t.privileged(state)], -1)}, batch_size=[t.n])
+
+    @torch.no_grad()
+    def get_observations(self) -> TensorDict:
+        return self._obs()
+
+    @torch.no_grad()
+    def step(self, actions: torch.Tensor):
+        t = self.task
+        out = t.env.step(t.env_action(actions))
+        ref_f = features(t.ref_kinematics(t.frame + 1))
+        sim_f = features(t.sim_kinematics(out))
+        r = self.reward(sim_f, ref_f)
+        self.reward.observe(sim_f, ref_f)
+        t.last_action = actions.clone()
+        terminated, timeout = t.advance(out)
+        done = terminated | timeout
+        lg = self.log
+        lg["reward"] += float(r.mean())
+        lg["e_track_cm"] += float(e_track_cm(sim_f, ref_f).mean())
+        lg["falls"] += int(out.fell.sum())
+        lg["episodes"] += int(done.sum())
+        lg["episode_len_sum"] += int(t.steps[done].sum())
+        lg["steps"] += 1
+        r = torch.nan_to_num(r, nan=0.0)  # a diverged world ends its episode (terminated) with no reward
+        if bool(done.any()):
+            t.reset(done.nonzero().squeeze(-1))
+        return self._obs(), r, done.long(), {"time_outs": timeout, "log": {}}
+
+
+class PPOAlgo:
+    """One rsl_rl PPO iteration per `iteration()`; same interface as bcg_train.shac.SHAC."""
+
+    def __init__(self, cfg: TrainConfig, task: Task, reward, comm: Comm, seed: int):
+        self.cfg, self.c, self.task, self.reward, self.comm = cfg, cfg.ppo, task, reward, comm
+        torch.manual_seed(seed)
+        self.norm = RunningNorm(task.contract.n_obs, cfg.task.obs_norm_clip, cfg.task.obs_norm_epsilon).to(task.device)
+        self.venv = TaskVecEnv(task, self.norm, reward, comm)
+        c = self.c
+        model = {"class_name": "MLPModel", "hidden_dims": list(c.hidden), "activation": ACTIVATION,
+                 "obs_normalization": False}
+        train_cfg = {
+            "algorithm": {"class_name": "PPO", "num_learning_epochs": c.epochs, "num_mini_batches": c.minibatches,
+                          "clip_param": c.clip, "gamma": c.gamma, "lam": c.lam, "value_loss_coef": c.value_loss_coef,
+                          "entropy_coef": c.entropy_coef, "learning_rate": c.lr, "max_grad_norm": c.max_grad_norm,
+                          "schedule": "adaptive", "desired_kl": c.desired_kl},
+            "actor": {**model, "distribution_cfg": {"class_name": "GaussianDistribution",
+                                                    "init_std": c.init_noise_std}},
+            "critic": dict(model),
+            "obs_groups": {"actor": ["actor"], "critic": ["critic"]},
+            "num_steps_per_env": c.steps_per_env,
+            "multi_gpu": {"global_rank": comm.rank, "world_size": comm.world_size} if comm.active else None,
+        }
+        self.obs = self.venv.get_observations()
+        with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints both models
+            self.alg = PPO.construct_algorithm(self.obs, self.venv, train_cfg, str(task.device))
+        if comm.active:
+            self.alg.broadcast_parameters()
+        self.alg.train_mode()
+        self.iter = 0
+        self.consecutive_skips = 0  # PPO has no gradient through the simulator; rsl_rl clips its own
+
+    def iteration(self) -> dict:
+        v = self.venv
+        v.log = v._empty_log()
+        with torch.inference_mode():
+            for _ in range(self.c.steps_per_env):
+                actions = self.alg.act(self.obs)
+                self.obs, r, dones, extras = v.step(actions)
+                self.alg.process_env_step(self.obs, r, dones, extras)
+            self.alg.compute_returns(self.obs)
+        losses = self.alg.update()
+        disc_log = self.reward.update()
+        self.iter += 1
+        lg = v.log
+        steps = max(lg["steps"], 1)
+        out = {"actor_loss": float(losses.get("surrogate", math.nan)), "critic_loss": float(losses.get("value", math.nan)),
+               "grad_norm": math.nan, "gradvar": math.nan, "lr_actor": float(self.alg.learning_rate),
+               "reward": lg["reward"] / steps, "e_track_cm": lg["e_track_cm"] / steps,
+               "action_std": float(self.alg.get_policy().output_std.detach().mean()), **disc_log, "skipped": 0}
+        out = self.comm.mean(out)
+        out["episodes"] = self.comm.sum_int(lg["episodes"])
+        out["episode_len"] = self.comm.sum_int(lg["episode_len_sum"]) / out["episodes"] if out["episodes"] else math.nan
+        out["falls"] = self.comm.sum_int(lg["falls"])
+        out["samples"] = self.task.n * self.c.steps_per_env * self.comm.world_size
+        out["skipped_total"] = 0
+        return out
+
+    def policy_network(self) -> torch.nn.Module:
+        return copy.deepcopy(self.alg.get_policy().mlp)
+
+    def finite(self) -> bool:
+        mods = [self.alg.actor, self.alg.critic, self.norm, *self.reward.modules()]
+        return all(bool(torch.isfinite(t).all()) for m in mods for t in list(m.parameters()) + list(m.buffers()))
+
+    def state_dict(self) -> dict:
+        return {"ppo": self.alg.save(), "norm": self.norm.state_dict(), "reward": self.reward.state_dict(),
+                "iter": self.iter, "lr": self.alg.learning_rate, "obs": self.obs.to_dict(),
+                "policy_mlp": self.alg.get_policy().mlp.state_dict()}
+
+    def load_state_dict(self, d: dict) -> None:
+        self.alg.load(d["ppo"], None, strict=True)
+        self.alg.learning_rate = d["lr"]
+        self.norm.load_state_dict(d["norm"])
+        self.reward.load_state_dict(d["reward"])
+        self.iter = d["iter"]
+        self.obs = TensorDict(d["obs"], batch_size=[self.task.n])
+
+
+def policy_from_state(cfg: TrainConfig, n_obs: int, algo_state: dict) -> torch.nn.Module:
+    """The exported network (actor mean MLP) of a PPO checkpoint, without a simulator."""
+    net = MLP(n_obs, NUM_ACTIONS, list(cfg.ppo.hidden), ACTIVATION)
+    net.load_state_dict(algo_state["policy_mlp"])
+    return net

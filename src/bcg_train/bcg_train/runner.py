@@ -1,0 +1,421 @@
+"""The training loop: one run folder, one algorithm object, budget, logs, checkpoints, resume, export.
+
+Run folder (`--out`):
+  config.yaml          resolved TrainConfig (+ procs); contract.yaml the policy contract (before normalization)
+  reference.npz        the clip (ReferenceTrack) exported with the policy
+  metrics.csv          one row per iteration (iteration, samples, wall_s and the algorithm's numbers)
+  tb/                  TensorBoard event files
+  checkpoints/last.pt  every `checkpoint_every` iterations, on SIGINT/SIGTERM, at a guard stop and at the end
+                       (last.rank1.pt ... for the other processes of a data-parallel run); never non-finite
+  policy/              the exported artifact (bcg_sim.policy.export_policy) at the end
+  summary.json         iterations, samples, wall clock, E_track first/last, falls, peak RSS
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses as dc
+import json
+import math
+import os
+import resource
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from bcg_sim.config import ConfigError
+from bcg_sim.policy import ReferenceTrack, default_contract, export_policy
+from bcg_sim.policy.contract import PolicyContract
+from bcg_train.config import TrainConfig, config_from_dict, config_to_dict, derive_seed, parse_budget
+from bcg_train.dist import Comm
+from bcg_train.task import Task, TaskError
+
+EXIT_BAD_INPUT = 2
+EXIT_GUARD_STOP = 3
+CONFIG_FILE, CONTRACT_FILE, REFERENCE_FILE = "config.yaml", "contract.yaml", "reference.npz"
+METRICS_FILE, SUMMARY_FILE = "metrics.csv", "summary.json"
+# contract keys that training itself fills in (normalization, files) and so may differ between runs
+_CONTRACT_TRAINED_KEYS = ("files", "description", "reference")
+
+
+class RunError(ValueError):
+    """Bad input to a run (not a run folder, other contract, ...): one line, exit code 2."""
+
+
+# ---------------------------------------------------------------------------------------------- setup
+def sim_config_for(cfg: TrainConfig, rank: int = 0):
+    """config/sim.yaml with the run's kappa and device; BCG on only for shac-bcg (PPO: forward only)."""
+    from bcg_sim.diffsim import load_sim_config
+
+    sim = load_sim_config().with_kappa(cfg.kappa)
+    bcg = dc.replace(sim.bcg, enabled=cfg.algo == "shac-bcg", seed=derive_seed(cfg.seed + sim.bcg.seed, "bcg", rank))
+    return dc.replace(sim, device=cfg.device, bcg=bcg).validate()
+
+
+def rollout_horizon(cfg: TrainConfig) -> int:
+    return cfg.ppo.steps_per_env if cfg.algo == "ppo" else cfg.shac.horizon
+
+
+def load_motion(cfg: TrainConfig, control_hz: float):
+    from bcg_sim.motion import MotionFormatError, load
+
+    try:
+        return load(cfg.task.motion, fps=control_hz)
+    except (MotionFormatError, FileNotFoundError, OSError) as exc:
+        raise TaskError(f"motion {cfg.task.motion!r}: {exc}") from exc
+
+
+def contract_for(motion_name: str) -> PolicyContract:
+    return default_contract(reference_name=motion_name)
+
+
+def _contract_core(d: dict) -> dict:
+    d = {k: v for k, v in d.items() if k not in _CONTRACT_TRAINED_KEYS}
+    obs = dict(d["observation"])
+    for k in ("mean", "std", "clip"):
+        obs.pop(k, None)
+    d["observation"] = obs
+    return d
+
+
+def check_run_folder(run: Path) -> tuple[TrainConfig, int]:
+    """(config, procs) of an existing run folder, or RunError naming what is missing / different."""
+    if not (run / CONFIG_FILE).is_file() or not (run / "checkpoints" / "last.pt").is_file():
+        raise RunError(f"{run}: not a bcg-train run folder (needs {CONFIG_FILE} and checkpoints/last.pt)")
+    with open(run / CONFIG_FILE) as f:
+        data = yaml.safe_load(f) or {}
+    procs = int(data.pop("procs", 1))
+    cfg = config_from_dict(data, str(run / CONFIG_FILE))
+    saved = yaml.safe_load(open(run / CONTRACT_FILE)) if (run / CONTRACT_FILE).is_file() else None
+    if saved is None:
+        raise RunError(f"{run}: no {CONTRACT_FILE}")
+    now = _contract_core(contract_for(saved.get("reference", {}).get("name", "")).to_dict())
+    old = _contract_core(saved)
+    diff = sorted(k for k in set(now) | set(old) if now.get(k) != old.get(k))
+    if diff:
+        raise RunError(f"{run}: made with another policy contract ({', '.join(diff)} differ from this bcg's); "
+                       "it cannot be resumed")
+    return cfg, procs
+
+
+# ---------------------------------------------------------------------------------------------- loop
+class Runner:
+    """Owns the loop for one process (rank). `train()` returns the exit code."""
+
+    def __init__(self, cfg: TrainConfig, out: Path, comm: Comm, procs: int, resume: bool,
+                 budget_text: str | None = None):
+        self.cfg, self.out, self.comm, self.procs, self.resume = cfg, out, comm, procs, resume
+        self.budget = parse_budget(budget_text or cfg.budget)
+        self.stop_signal: int | None = None
+
+    # --- building ---
+    def build(self) -> None:
+        cfg, comm = self.cfg, self.comm
+        if cfg.num_envs % self.procs:
+            raise RunError(f"num_envs {cfg.num_envs} is not divisible by {self.procs} processes")
+        sim = sim_config_for(cfg, comm.rank)
+        self.motion = load_motion(cfg, sim.control_hz)
+        self.contract = contract_for(self.motion.name)
+        horizon = rollout_horizon(cfg)
+        if self.motion.num_frames < horizon + cfg.task.start_margin + 2:
+            raise TaskError(f"motion {self.motion.name!r} has {self.motion.num_frames} frames, shorter than "
+                            f"horizon {horizon} + task.start_margin {cfg.task.start_margin} + 2")
+        from bcg_sim.diffsim import G1DiffEnv  # after the input checks: building the simulator takes seconds
+
+        self.env = G1DiffEnv(sim, cfg.num_envs // self.procs)
+        gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "resets", comm.rank))
+        self.task = Task(cfg, self.env, self.motion, self.contract, gen, horizon)
+        self.task.reset()
+        self.algo = make_algorithm(cfg, self.task, comm, self._total_iters())
+        self.iteration, self.samples, self.elapsed = 0, 0, 0.0
+        self.first_row: dict | None = None
+
+    def _total_iters(self) -> int | None:
+        """Iterations the budget allows (for the linear learning-rate decay); None for a wall-clock budget
+        (constant rate: a schedule on time would change with the machine's load)."""
+        if self.budget.kind == "iterations":
+            return int(self.budget.amount)
+        if self.budget.kind == "samples":
+            per_iter = self.cfg.num_envs * rollout_horizon(self.cfg)
+            return max(1, math.ceil(self.budget.amount / per_iter))
+        return None
+
+    # --- folder ---
+    def _ckpt_path(self, rank: int | None = None) -> Path:
+        r = self.comm.rank if rank is None else rank
+        return self.out / "checkpoints" / ("last.pt" if r == 0 else f"last.rank{r}.pt")
+
+    def prepare_folder(self) -> None:
+        if self.comm.is_main and not self.resume:
+            self.out.mkdir(parents=True, exist_ok=True)
+            (self.out / "checkpoints").mkdir(exist_ok=True)
+            with open(self.out / CONFIG_FILE, "w") as f:
+                yaml.safe_dump({**config_to_dict(self.cfg), "procs": self.procs}, f, sort_keys=False)
+            self.contract.save(self.out / CONTRACT_FILE)
+            ReferenceTrack.from_motion(self.motion).save_npz(self.out / REFERENCE_FILE)
+            if (self.out / METRICS_FILE).exists():
+                (self.out / METRICS_FILE).unlink()
+        self.comm.barrier()
+
+    def save_checkpoint(self) -> bool:
+        """Write this rank's checkpoint atomically; refuses (returns False) when any weight is non-finite."""
+        if not self.algo.finite():
+            print(f"bcg-train: not writing a checkpoint at iteration {self.iteration}: non-finite weights",
+                  file=sys.stderr)
+            return False
+        bundler = self.env.bundler
+        state = {"iteration": self.iteration, "samples": self.samples, "elapsed": self.elapsed,
+                 "first_row": self.first_row, "algo": self.algo.state_dict(), "task": self.task.state_dict(),
+                 "torch_rng": torch.get_rng_state(),
+                 "bcg_gen": bundler.gen.get_state() if bundler is not None else None}
+        path = self._ckpt_path()
+        tmp = path.with_suffix(".tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+        return True
+
+    def load_checkpoint(self) -> None:
+        path = self._ckpt_path()
+        if not path.is_file():
+            raise RunError(f"{path}: missing (this run had {self.procs} processes)")
+        d = torch.load(path, map_location=self.task.device, weights_only=False)
+        self.iteration, self.samples, self.elapsed = d["iteration"], d["samples"], d["elapsed"]
+        self.first_row = d["first_row"]
+        self.algo.load_state_dict(d["algo"])
+        self.task.load_state_dict(d["task"])
+        torch.set_rng_state(d["torch_rng"])
+        if d["bcg_gen"] is not None and self.env.bundler is not None:
+            self.env.bundler.gen.set_state(d["bcg_gen"])
+        if self.comm.is_main:
+            self._truncate_metrics(self.iteration)
+
+    def _truncate_metrics(self, iteration: int) -> None:
+        """Drop rows logged after the checkpoint (they are recomputed identically)."""
+        path = self.out / METRICS_FILE
+        if not path.is_file():
+            return
+        with open(path) as f:
+            rows = list(csv.DictReader(f))
+        if not rows:
+            return
+        keep = [r for r in rows if int(r["iteration"]) <= iteration]
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+            w.writeheader()
+            w.writerows(keep)
+
+    # --- logging ---
+    def _log_row(self, row: dict, writer) -> None:
+        path = self.out / METRICS_FILE
+        new = not path.is_file()
+        if new:
+            self._columns = list(row)
+        elif not hasattr(self, "_columns"):
+            with open(path) as f:
+                self._columns = next(csv.reader(f))
+        with open(path, "a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=self._columns, extrasaction="ignore")
+            if new:
+                w.writeheader()
+            w.writerow({k: row.get(k, "") for k in self._columns})
+        if writer is not None:
+            for k, v in row.items():
+                if isinstance(v, (int, float)) and math.isfinite(v) and k != "iteration":
+                    writer.add_scalar(k, v, row["iteration"])
+
+    def _install_signals(self) -> None:
+        def handler(signum, frame):
+            self.stop_signal = signum
+
+        self._old_handlers = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _restore_signals(self) -> None:
+        for s, h in getattr(self, "_old_handlers", {}).items():
+            signal.signal(s, h)
+
+    # --- the loop ---
+    def train(self) -> int:
+        self.build()
+        if self.resume:
+            self.load_checkpoint()
+        self.prepare_folder()
+        self._install_signals()
+        main = self.comm.is_main
+        writer = None
+        bar = None
+        if main:
+            from torch.utils.tensorboard import SummaryWriter
+            from tqdm import tqdm
+
+            writer = SummaryWriter(str(self.out / "tb"), purge_step=self.iteration + 1 if self.resume else None)
+            total = self.budget.amount
+            unit = {"iterations": "it", "samples": "smp", "seconds": "s"}[self.budget.kind]
+            bar = tqdm(total=total, unit=unit, desc=f"{self.cfg.algo} {self.motion.name}", dynamic_ncols=True,
+                       file=sys.stderr, initial=min(total, self._progress()))
+        code = 0
+        t0 = time.perf_counter() - self.elapsed
+        try:
+            while not self.budget.reached(self.iteration, self.samples, self.elapsed):
+                m = self.algo.iteration()
+                self.iteration += 1
+                self.samples += int(m.pop("samples"))
+                self.elapsed = time.perf_counter() - t0
+                row = {"iteration": self.iteration, **m, "samples": self.samples, "wall_s": round(self.elapsed, 3)}
+                if self.first_row is None:
+                    self.first_row = row
+                if main:
+                    self._log_row(row, writer)
+                    bar.n = min(self.budget.amount, self._progress())
+                    bar.set_postfix(E=f"{m['e_track_cm']:.1f}cm", r=f"{m['reward']:.3f}",
+                                    g=f"{m['grad_norm']:.2g}", skip=m.get("skipped_total", 0), refresh=False)
+                    bar.refresh()
+                stop = self.comm.any(self.stop_signal is not None)
+                guard = getattr(self.algo, "consecutive_skips", 0) >= self.cfg.shac.max_consecutive_skips
+                if stop or guard or self.iteration % self.cfg.checkpoint_every == 0:
+                    self.save_checkpoint()
+                if guard:
+                    if main:
+                        print(f"\nbcg-train: stopped at iteration {self.iteration}: "
+                              f"{self.algo.consecutive_skips} updates in a row skipped (non-finite or gradient norm "
+                              f"above shac.max_grad_norm); last good weights in {self._ckpt_path(0)}", file=sys.stderr)
+                    code = EXIT_GUARD_STOP
+                    break
+                if stop:
+                    if main:
+                        print(f"\nbcg-train: interrupted at iteration {self.iteration}; checkpoint saved, continue "
+                              f"with: bcg-train --resume {self.out}", file=sys.stderr)
+                    code = 128 + int(self.stop_signal or signal.SIGTERM)
+                    break
+            else:
+                self.save_checkpoint()
+        finally:
+            self._restore_signals()
+            if bar is not None:
+                bar.close()
+            if writer is not None:
+                writer.close()
+        if code == 0 and main:
+            self.export(self.out / "policy")
+        self.write_summary()
+        return code
+
+    def _progress(self) -> float:
+        return {"iterations": self.iteration, "samples": self.samples, "seconds": self.elapsed}[self.budget.kind]
+
+    def export(self, out: Path) -> Path:
+        return export_run_state(self.algo.policy_network(), self.algo.norm, self.cfg, self.out, out,
+                                f"{self.cfg.algo} on {self.motion.name}, iteration {self.iteration}")
+
+    def write_summary(self) -> None:
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+        total_peak = self.comm.mean({"p": peak_mb})["p"] * self.comm.world_size
+        if not self.comm.is_main:
+            return
+        last = _last_row(self.out / METRICS_FILE)
+        summary = {"algo": self.cfg.algo, "motion": self.motion.name, "kappa": self.cfg.kappa,
+                   "procs": self.procs, "iterations": self.iteration, "samples": self.samples,
+                   "wall_s": round(self.elapsed, 2),
+                   "s_per_iteration": round(self.elapsed / self.iteration, 3) if self.iteration else None,
+                   "e_track_cm_first": (self.first_row or {}).get("e_track_cm"),
+                   "e_track_cm_last": last.get("e_track_cm"), "falls_total": _sum_col(self.out / METRICS_FILE, "falls"),
+                   "skipped_total": last.get("skipped_total"), "peak_rss_mb_rank0": round(peak_mb, 1),
+                   "peak_rss_mb_all_procs": round(total_peak, 1)}
+        with open(self.out / SUMMARY_FILE, "w") as f:
+            json.dump(summary, f, indent=1)
+        print("bcg-train summary: " + ", ".join(f"{k}={v}" for k, v in summary.items()), file=sys.stderr)
+
+
+def _last_row(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    return {k: _num(v) for k, v in rows[-1].items()} if rows else {}
+
+
+def _sum_col(path: Path, key: str) -> float:
+    if not path.is_file():
+        return 0
+    with open(path) as f:
+        return sum(_num(r.get(key, 0)) or 0 for r in csv.DictReader(f))
+
+
+def _num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return v
+
+
+def make_algorithm(cfg: TrainConfig, task: Task, comm: Comm, total_iters: int | None):
+    from bcg_train.rewards import make_reward
+    from bcg_train.task import features
+
+    dim = features(task.ref_kinematics(torch.zeros(1, dtype=torch.long, device=task.device))).flat().shape[-1]
+    gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "reward", comm.rank))
+    torch.manual_seed(cfg.seed)
+    reward = make_reward(cfg.reward.kind, cfg.reward, cfg.add, dim, task.device, gen, comm.reduce_grads, comm.gather)
+    comm.broadcast_modules(reward.modules())
+    if cfg.algo == "ppo":
+        from bcg_train.ppo import PPOAlgo
+
+        return PPOAlgo(cfg, task, reward, comm, cfg.seed)
+    from bcg_train.shac import SHAC
+
+    return SHAC(cfg, task, reward, comm, total_iters, cfg.seed)
+
+
+# ---------------------------------------------------------------------------------------------- export
+def export_run_state(network, norm, cfg: TrainConfig, run: Path, out: Path, description: str) -> Path:
+    """Export `network` (normalized obs -> raw action) with the run's contract and `norm`'s statistics."""
+    contract = PolicyContract.from_dict(yaml.safe_load(open(run / CONTRACT_FILE)), str(run / CONTRACT_FILE)) \
+        if (run / CONTRACT_FILE).is_file() else None
+    if contract is None:
+        raise RunError(f"{run}: no {CONTRACT_FILE}")
+    contract.observation.mean = [float(x) for x in norm.mean]
+    contract.observation.std = [float(x) for x in norm.std]
+    contract.observation.clip = float(cfg.task.obs_norm_clip)
+    contract.description = description
+    reference = ReferenceTrack.load_npz(run / REFERENCE_FILE, contract.reference.name)
+    net = _copy_to_cpu(network)
+    return export_policy(net, contract, out, reference=reference)
+
+
+def _copy_to_cpu(module: torch.nn.Module) -> torch.nn.Module:
+    import copy
+
+    return copy.deepcopy(module).to("cpu").eval()
+
+
+def export_run(run: Path, out: Path) -> Path:
+    """`bcg-train export RUN -o DIR`: the last checkpoint's policy, without building a simulator."""
+    cfg, procs = check_run_folder(run)
+    d = torch.load(run / "checkpoints" / "last.pt", map_location="cpu", weights_only=False)
+    network, norm = networks_from_checkpoint(cfg, run, d)
+    return export_run_state(network, norm, cfg, run, out,
+                            f"{cfg.algo} on {cfg.task.motion}, iteration {d['iteration']}")
+
+
+def networks_from_checkpoint(cfg: TrainConfig, run: Path, d: dict):
+    """(actor network, RunningNorm) of a checkpoint dict."""
+    from bcg_train.task import RunningNorm
+
+    contract = PolicyContract.from_dict(yaml.safe_load(open(run / CONTRACT_FILE)), str(run / CONTRACT_FILE))
+    norm = RunningNorm(contract.n_obs, cfg.task.obs_norm_clip, cfg.task.obs_norm_epsilon)
+    norm.load_state_dict(d["algo"]["norm"])
+    if cfg.algo == "ppo":
+        from bcg_train.ppo import policy_from_state
+
+        return policy_from_state(cfg, contract.n_obs, d["algo"]), norm
+    from bcg_train.shac import Actor
+
+    actor = Actor(contract.n_obs, cfg.shac.actor_hidden)
+    actor.load_state_dict(d["algo"]["actor"])
+    return actor, norm
+
+
+__all__ = ["Runner", "RunError", "TaskError", "ConfigError", "export_run", "check_run_folder", "EXIT_BAD_INPUT"]

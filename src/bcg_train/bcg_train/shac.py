@@ -1,0 +1,286 @@
+"""SHAC: Short-Horizon Actor-Critic through the differentiable G1 simulator (optionally with BCG).
+
+One iteration, top to bottom:
+1. Rollout of h control steps of N worlds through `G1DiffEnv` (episodes continue across iterations; finished
+   worlds are reset to random clip frames mid-rollout). Each step: normalized observation -> actor (+ small
+   reparameterized noise) -> contract action -> env.step -> reward on reference features (differentiable).
+2. Actor loss = -(sum_t gamma^t r_t + gamma^h V'(s_h)) / (N h), with V' the target critic, cut at episode ends
+   (terminated: no bootstrap; time-out: bootstrap). One backward through the whole rollout, then
+   env.new_rollout(). Guard: a non-finite loss/gradient or a pre-clip gradient norm above `max_grad_norm`
+   skips the update (counted); `max_consecutive_skips` in a row stop the run.
+3. Critic: TD(lambda) targets from the recorded rewards and target-critic values, `critic_iters` epochs over
+   `critic_minibatches` minibatches; target critic soft update (tau).
+4. Discriminator (ADD) update on this rollout's deltas + replay.
+Per-world policy-gradient variance (BCG paper Fig. 3): every `gradvar_every` iterations, zero-valued
+per-world copies of a last-layer subset are added to the actor output, so one backward gives every world's
+gradient of its own loss; their trace(Cov)/P across worlds is logged as `gradvar`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from bcg_sim.diffsim.gradvar import gradient_variance
+from bcg_train.config import TrainConfig, derive_seed
+from bcg_train.dist import Comm
+from bcg_train.rewards import mlp
+from bcg_train.task import RunningNorm, Task, e_track_cm, features
+
+NUM_ACTIONS = 29
+PRIVILEGED_DIM = 4  # Task.privileged
+
+
+class Actor(torch.nn.Module):
+    """Normalized observation [B, n_obs] -> raw action [B, 29] (the exported network)."""
+
+    def __init__(self, n_obs: int, hidden: list[int]):
+        super().__init__()
+        self.body = mlp([n_obs, *hidden])
+        self.act = torch.nn.ELU()
+        self.head = torch.nn.Linear(hidden[-1] if hidden else n_obs, NUM_ACTIONS)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.act(self.body(x)) if len(self.body) else x)
+
+    def probed(self, x: torch.Tensor, probe_w: torch.Tensor, probe_b: torch.Tensor) -> torch.Tensor:
+        """forward(x) plus per-world last-layer offsets: rows [:r] get probe_w [N, r, H] @ h, all get probe_b
+        [N, 29]. With zero probes the value is forward(x); d loss / d probe_i is world i's gradient."""
+        h = self.act(self.body(x)) if len(self.body) else x
+        y = self.head(h) + probe_b
+        r = probe_w.shape[1]
+        return torch.cat([y[:, :r] + torch.einsum("nrh,nh->nr", probe_w, h), y[:, r:]], dim=-1)
+
+
+class SHAC:
+    """SHAC (+BCG when the env has it enabled). `iteration()` runs one; see the module docstring."""
+
+    def __init__(self, cfg: TrainConfig, task: Task, reward, comm: Comm, total_iters: int | None,
+                 seed: int):
+        self.cfg, self.c = cfg, cfg.shac
+        self.task, self.env, self.reward, self.comm = task, task.env, reward, comm
+        self.device = task.device
+        self.n = task.n
+        self.total_iters = total_iters if self.c.lr_decay == "linear" else None
+        torch.manual_seed(seed)  # same initial weights on every rank
+        n_obs = task.contract.n_obs
+        self.norm = RunningNorm(n_obs, cfg.task.obs_norm_clip, cfg.task.obs_norm_epsilon).to(self.device)
+        self.actor = Actor(n_obs, self.c.actor_hidden).to(self.device)
+        self.critic = mlp([n_obs + PRIVILEGED_DIM, *self.c.critic_hidden, 1]).to(self.device)
+        self.target_critic = mlp([n_obs + PRIVILEGED_DIM, *self.c.critic_hidden, 1]).to(self.device)
+        self.target_critic.load_state_dict(self.critic.state_dict())
+        for p in self.target_critic.parameters():
+            p.requires_grad_(False)
+        comm.broadcast_modules([self.actor, self.critic, self.target_critic])
+        betas = tuple(self.c.betas)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=self.c.actor_lr, betas=betas)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=self.c.critic_lr, betas=betas)
+        self.noise_gen = torch.Generator().manual_seed(derive_seed(seed, "noise", comm.rank))
+        self.iter = 0
+        self.update_norm = True  # False freezes the observation statistics (tests on a fixed batch)
+        self.skipped_total = 0
+        self.consecutive_skips = 0
+
+    # ------------------------------------------------------------------ helpers
+    def _lr_frac(self) -> float:
+        if self.total_iters is None:
+            return 1.0
+        return max(0.0, 1.0 - self.iter / self.total_iters)
+
+    def _critic_in(self, obs_n: torch.Tensor, state) -> torch.Tensor:
+        return torch.cat([obs_n, self.task.privileged(state)], dim=-1)
+
+    def _noise(self, like: torch.Tensor) -> torch.Tensor:
+        return self.c.action_noise_std * torch.randn(like.shape, generator=self.noise_gen).to(self.device)
+
+    def _probes(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        k = self.c.gradvar_every
+        if k <= 0 or self.iter % k:
+            return None
+        hidden = self.actor.head.in_features
+        r = min(self.c.gradvar_rows, NUM_ACTIONS)
+        return (torch.zeros(self.n, r, hidden, device=self.device, requires_grad=True),
+                torch.zeros(self.n, NUM_ACTIONS, device=self.device, requires_grad=True))
+
+    # ------------------------------------------------------------------ one iteration
+    def rollout_loss(self, probes=None, update_norm: bool = True) -> tuple[torch.Tensor, dict, dict]:
+        """Step 1: h differentiable control steps from the current env state. Returns (actor loss [scalar,
+        differentiable w.r.t. the actor and the simulated states], critic records, log sums)."""
+        c, task, env = self.c, self.task, self.env
+        h, n, gamma = c.horizon, self.n, c.gamma
+        state = env.state
+        obs = task.observation(state, task.frame, task.last_action)
+        loss = torch.zeros((), device=self.device)
+        rew_acc = torch.zeros(n, device=self.device)  # discounted reward since the rollout/episode start
+        disc = torch.ones(n, device=self.device)  # gamma^(t - start)
+        rec = {"cin": [], "r": [], "done": [], "next_v": []}
+        log = {"reward": 0.0, "e_track_cm": 0.0, "falls": 0, "episodes": 0, "episode_len_sum": 0,
+               "touchdowns": 0, "bundled_steps": 0}
+        for t in range(h):
+            if update_norm:
+                self.norm.update(self.comm.gather(obs.detach()))
+            obs_n = self.norm(obs)
+            rec["cin"].append(self._critic_in(obs_n, state).detach())
+            mu = self.actor(obs_n) if probes is None else self.actor.probed(obs_n, *probes)
+            action = mu + self._noise(mu)
+            out = env.step(task.env_action(action))
+            ref_f = features(task.ref_kinematics(task.frame + 1))
+            sim_f = features(task.sim_kinematics(out))
+            r = self.reward(sim_f, ref_f)
+            self.reward.observe(sim_f, ref_f)
+            task.last_action = action
+            terminated, timeout = task.advance(out)
+            done = terminated | timeout
+            next_obs = task.observation(out.state, task.frame, action)
+            next_v = self.target_critic(self._critic_in(self.norm(next_obs), out.state)).squeeze(-1)
+            next_v = torch.where(terminated, torch.zeros_like(next_v), next_v)  # no bootstrap past a fall
+            rew_acc = rew_acc + disc * r
+            ends = done | (t == h - 1)
+            loss = loss - torch.where(ends, rew_acc + disc * gamma * next_v, torch.zeros_like(rew_acc)).sum()
+            rec["r"].append(r.detach())
+            rec["done"].append(done)
+            rec["next_v"].append(next_v.detach())
+            with torch.no_grad():
+                log["reward"] += float(r.mean()) / h
+                log["e_track_cm"] += float(e_track_cm(sim_f, ref_f).mean()) / h
+                log["falls"] += int(out.fell.sum())
+                log["episodes"] += int(done.sum())
+                log["episode_len_sum"] += int(task.steps[done].sum())
+                log["touchdowns"] += int(out.touchdown.sum())
+                log["bundled_steps"] += int(out.bundled.sum())
+            disc = torch.where(done, torch.ones_like(disc), disc * gamma)
+            rew_acc = torch.where(done, torch.zeros_like(rew_acc), rew_acc)
+            if bool(done.any()):
+                task.reset(done.nonzero().squeeze(-1))
+                state = env.state
+                obs = task.observation(state, task.frame, task.last_action)
+            else:
+                state, obs = out.state, next_obs
+        return loss / (n * h), rec, log
+
+    def iteration(self) -> dict:
+        c, task, env, n = self.c, self.task, self.env, self.n
+        for opt, lr in ((self.actor_opt, c.actor_lr), (self.critic_opt, c.critic_lr)):
+            for g in opt.param_groups:
+                g["lr"] = lr * self._lr_frac()
+        probes = self._probes()
+        env.new_rollout()
+        task.last_action = task.last_action.detach()
+        loss, rec, log = self.rollout_loss(probes, self.update_norm)
+
+        # 2. actor update (guarded)
+        self.actor_opt.zero_grad(set_to_none=True)
+        loss_ok = bool(torch.isfinite(loss))
+        if loss_ok:
+            loss.backward()
+        bcg = env.bcg_stats().as_dict()
+        env.new_rollout()
+        task.last_action = task.last_action.detach()
+        params = list(self.actor.parameters())
+        self.comm.reduce_grads(params)
+        grads = [p.grad for p in params if p.grad is not None]
+        grad_norm = float(torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads]))) if grads else math.nan
+        ok = self.comm.sum_int(int(loss_ok and math.isfinite(grad_norm) and grad_norm <= c.max_grad_norm)) \
+            == self.comm.world_size
+        if ok:
+            torch.nn.utils.clip_grad_norm_(params, c.grad_clip)
+            self.actor_opt.step()
+            self.consecutive_skips = 0
+        else:
+            self.skipped_total += 1
+            self.consecutive_skips += 1
+        self.actor_opt.zero_grad(set_to_none=True)
+        gradvar = math.nan
+        if probes is not None and ok:
+            per_world = torch.cat([p.grad.reshape(n, -1) for p in probes], dim=1) * n  # each world's own loss
+            gradvar = float(gradient_variance(self.comm.gather(per_world).double().cpu().numpy()))
+
+        # 3. critic on TD(lambda) targets
+        critic_loss = self._update_critic(rec["cin"], rec["r"], rec["done"], rec["next_v"]) if ok else math.nan
+        # 4. discriminator
+        disc_log = self.reward.update()
+        self.iter += 1
+        episodes = log.pop("episodes")
+        ep_len_sum = log.pop("episode_len_sum")
+        out_log = {"actor_loss": float(loss.detach()), "critic_loss": critic_loss, "grad_norm": grad_norm,
+                   "gradvar": gradvar, "lr_actor": c.actor_lr * self._lr_frac(), **log, **disc_log,
+                   "skipped": int(not ok),
+                   "bcg_triggers": bcg["triggers"], "bcg_bundles": bcg["bundles_completed"],
+                   "bcg_overflow": bcg["overflow"], "bcg_pool_use": bcg["pool_use_mean"],
+                   "bcg_spread_pos": bcg["branch_spread_pos"]}
+        out_log = self.comm.mean({k: v for k, v in out_log.items() if not isinstance(v, str)})
+        out_log["episodes"] = self.comm.sum_int(episodes)
+        out_log["episode_len"] = self.comm.sum_int(ep_len_sum) / out_log["episodes"] if out_log["episodes"] \
+            else math.nan
+        out_log["falls"] = self.comm.sum_int(log["falls"])
+        out_log["samples"] = n * c.horizon * self.comm.world_size
+        out_log["skipped_total"] = self.skipped_total
+        return out_log
+
+    def td_lambda_targets(self, r: torch.Tensor, done: torch.Tensor, next_v: torch.Tensor) -> torch.Tensor:
+        """TD(lambda) returns [h, N]: G_t = r_t + gamma ((1 - lam) V_{t+1} + lam G_{t+1}), where an episode
+        end at t uses V_{t+1} (0 if terminated) for G_{t+1}, and G_h = V(s_h)."""
+        c = self.c
+        g = next_v[-1]
+        out = torch.empty_like(r)
+        for t in reversed(range(r.shape[0])):
+            g_next = torch.where(done[t], next_v[t], g) if t < r.shape[0] - 1 else next_v[t]
+            g = r[t] + c.gamma * ((1 - c.lam) * next_v[t] + c.lam * g_next)
+            out[t] = g
+        return out
+
+    def _update_critic(self, cin, r, done, next_v) -> float:
+        c = self.c
+        x = torch.stack(cin).reshape(-1, cin[0].shape[-1])
+        y = self.td_lambda_targets(torch.stack(r), torch.stack(done), torch.stack(next_v)).reshape(-1)
+        keep = torch.isfinite(y) & torch.isfinite(x).all(-1)
+        x, y = x[keep], y[keep]
+        total, count = 0.0, 0
+        mb = max(1, x.shape[0] // c.critic_minibatches)
+        for _ in range(c.critic_iters):
+            perm = torch.randperm(x.shape[0], generator=self.noise_gen).to(self.device)
+            for i in range(c.critic_minibatches):
+                idx = perm[i * mb:(i + 1) * mb]
+                if idx.numel() == 0:
+                    continue
+                loss = ((self.critic(x[idx]).squeeze(-1) - y[idx]) ** 2).mean()
+                self.critic_opt.zero_grad(set_to_none=True)
+                loss.backward()
+                self.comm.reduce_grads(self.critic.parameters())
+                torch.nn.utils.clip_grad_norm_(self.critic.parameters(), c.grad_clip)
+                self.critic_opt.step()
+                total += float(loss.detach())
+                count += 1
+        with torch.no_grad():
+            for tp, p in zip(self.target_critic.parameters(), self.critic.parameters()):
+                tp.mul_(c.target_tau).add_((1 - c.target_tau) * p)
+        return total / count if count else math.nan
+
+    # ------------------------------------------------------------------ checkpoints / export
+    def policy_network(self) -> torch.nn.Module:
+        return self.actor
+
+    def finite(self) -> bool:
+        mods = [self.actor, self.critic, self.target_critic, self.norm, *self.reward.modules()]
+        return all(bool(torch.isfinite(t).all()) for m in mods for t in list(m.parameters()) + list(m.buffers()))
+
+    def state_dict(self) -> dict:
+        return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+                "target_critic": self.target_critic.state_dict(), "norm": self.norm.state_dict(),
+                "actor_opt": self.actor_opt.state_dict(), "critic_opt": self.critic_opt.state_dict(),
+                "reward": self.reward.state_dict(), "noise_gen": self.noise_gen.get_state(), "iter": self.iter,
+                "skipped_total": self.skipped_total, "consecutive_skips": self.consecutive_skips}
+
+    def load_state_dict(self, d: dict) -> None:
+        self.actor.load_state_dict(d["actor"])
+        self.critic.load_state_dict(d["critic"])
+        self.target_critic.load_state_dict(d["target_critic"])
+        self.norm.load_state_dict(d["norm"])
+        self.actor_opt.load_state_dict(d["actor_opt"])
+        self.critic_opt.load_state_dict(d["critic_opt"])
+        self.reward.load_state_dict(d["reward"])
+        self.noise_gen.set_state(d["noise_gen"])
+        self.iter = d["iter"]
+        self.skipped_total = d["skipped_total"]
+        self.consecutive_skips = d["consecutive_skips"]

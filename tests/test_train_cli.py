@@ -1,0 +1,144 @@
+"""bcg-train as a user runs it (real processes, tiny preset): bad input -> one line and exit 2; SHAC and PPO
+runs export artifacts that ONNX Runtime and TorchScript run with the training actor's actions; plot; the
+gradient guard stops a run with a checkpoint of untouched weights."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def bcg_train(*args, cwd=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "bcg_train", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def main_in_process(capsys, *args):
+    """bcg_train.cli.main in this process (the console script's function): (exit code, stderr)."""
+    from bcg_train.cli import main
+
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    return subprocess.CompletedProcess(args, code, "", capsys.readouterr().err)
+
+
+def _assert_bad_input(p, *needles):
+    assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
+    assert "Traceback" not in p.stderr, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    ours = [ln for ln in lines if ln.startswith("bcg-train: error:")]
+    assert len(ours) == 1 and len(lines) == 1, p.stderr
+    for n in needles:
+        assert n in ours[0], ours[0]
+
+
+@pytest.fixture(scope="module")
+def shac_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "shac"
+    p = bcg_train("--preset", "tiny", "--algo", "shac-bcg", "--budget", "2it", "--out", out)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return out
+
+
+def test_shac_run_folder(shac_run):
+    for f in ("config.yaml", "contract.yaml", "reference.npz", "metrics.csv", "summary.json",
+              "checkpoints/last.pt", "policy/policy.yaml"):
+        assert (shac_run / f).is_file(), f
+    rows = (shac_run / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 3 and "e_track_cm" in rows[0] and "bcg_triggers" in rows[0] and "gradvar" in rows[0]
+    assert list((shac_run / "tb").glob("events.out.tfevents*"))
+    summary = yaml.safe_load((shac_run / "summary.json").read_text())
+    assert summary["iterations"] == 2 and summary["samples"] == 2 * 2 * 2 and summary["peak_rss_mb_rank0"] > 0
+
+
+def test_export_round_trip_matches_the_training_actor(shac_run, tmp_path, capsys):
+    from bcg_sim.policy import load_policy
+    from bcg_train.dist import Comm
+    from bcg_train.runner import Runner, check_run_folder
+
+    p = main_in_process(capsys, "export", shac_run, "-o", tmp_path / "pol")
+    assert p.returncode == 0, p.stderr[-2000:]
+    cfg, procs = check_run_folder(shac_run)
+    r = Runner(cfg, shac_run, Comm(), procs, resume=True)
+    r.build()
+    r.load_checkpoint()
+    obs_list, act_list = [], []
+    with torch.no_grad():  # recorded observations of a short rollout of the trained actor
+        for _ in range(3):
+            obs = r.task.observation(r.env.state, r.task.frame, r.task.last_action)
+            a = r.algo.actor(r.algo.norm(obs))
+            obs_list.append(obs)
+            act_list.append(a)
+            out = r.env.step(r.task.env_action(a))
+            r.task.last_action = a
+            r.task.advance(out)
+    obs = torch.cat(obs_list).numpy()
+    expected = torch.cat(act_list).numpy()
+    for runtime in ("onnx", "torchscript"):
+        pol = load_policy(tmp_path / "pol", runtime=runtime)
+        np.testing.assert_allclose(pol.act(obs), expected, atol=1e-5, rtol=0)
+        assert pol.contract.reference.name == "run"
+        assert pol.contract.observation.clip == cfg.task.obs_norm_clip
+        assert np.allclose(pol.contract.observation.mean, r.algo.norm.mean.numpy())
+
+
+def test_ppo_runs_two_iterations_and_plot(shac_run, tmp_path, capsys):
+    from bcg_sim.policy import load_policy
+
+    out = tmp_path / "ppo"
+    p = main_in_process(capsys, "--preset", "tiny", "--algo", "ppo", "--budget", "2it", "--out", out)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = (out / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 3
+    pol = load_policy(out / "policy")
+    assert pol.act(np.zeros(pol.n_obs, dtype=np.float32)).shape == (29,)
+    png = tmp_path / "curves.png"
+    p = main_in_process(capsys, "plot", shac_run, out, "-o", png)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_guard_stops_the_run_with_a_checkpoint_of_untouched_weights(tmp_path, capsys):
+    preset = yaml.safe_load((REPO / "config" / "train" / "tiny.yaml").read_text())
+    preset["shac"].update(max_grad_norm=1e-12, max_consecutive_skips=2)  # every update is "too large"
+    path = tmp_path / "guard.yaml"
+    path.write_text(yaml.safe_dump(preset))
+    out = tmp_path / "run"
+    p = main_in_process(capsys, "--preset", path, "--algo", "shac", "--budget", "10it", "--out", out)
+    assert p.returncode == 3, p.stderr[-2000:]
+    assert "stopped at iteration 2: 2 updates in a row skipped" in p.stderr
+    d = torch.load(out / "checkpoints" / "last.pt", weights_only=False)
+    assert d["iteration"] == 2 and d["algo"]["skipped_total"] == 2
+    assert d["algo"]["actor_opt"]["state"] == {}  # the optimizer never stepped
+    assert not (out / "policy").exists()
+
+
+def test_bad_inputs_exit_2_with_one_line(tmp_path, shac_run, capsys):
+    _assert_bad_input(main_in_process(capsys, "--preset", "tiny", "--motion", "no_such_clip", "--out", tmp_path / "a"),
+                      "no_such_clip")
+    _assert_bad_input(main_in_process(capsys, "--preset", "tiny", "--horizon", "500", "--out", tmp_path / "b"),
+                      "shorter than horizon 500")
+    _assert_bad_input(main_in_process(capsys, "--preset", "tiny", "--budget", "12parsecs"), "budget '12parsecs'")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("shac:\n  horizn: 3\n")
+    _assert_bad_input(main_in_process(capsys, "--preset", bad), "bad.yaml", "horizn")
+    _assert_bad_input(main_in_process(capsys, "--preset", "no_such_preset"), "no_such_preset")
+    _assert_bad_input(main_in_process(capsys, "--preset", "tiny", "--out", shac_run), "already holds a run")
+    (tmp_path / "empty").mkdir()
+    _assert_bad_input(main_in_process(capsys, "--resume", tmp_path / "empty"), "not a bcg-train run folder")
+    other = tmp_path / "other"
+    shutil.copytree(shac_run, other)
+    c = yaml.safe_load((other / "contract.yaml").read_text())
+    c["kp"][0] += 1.0
+    (other / "contract.yaml").write_text(yaml.safe_dump(c, sort_keys=False))
+    _assert_bad_input(main_in_process(capsys, "--resume", other), "another policy contract", "kp")
