@@ -49,22 +49,32 @@ def main(argv=None) -> int:
     ap.add_argument("--procs-compare", type=int, default=0, metavar="ITERS",
                     help="also time ITERS SHAC iterations with 1 and 2 processes (default: 0, skip)")
     ap.add_argument("--out", default="runs/bench_train", help="(default: runs/bench_train)")
+    ap.add_argument("--parallel", action="store_true",
+                    help="start the runs at once (they share the cores; each still gets the full budget)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     common = ["--preset", args.preset, "--motion", args.motion, "--kappa", args.kappa, "--seed", args.seed,
               "--device", args.device]
     common += [x for flag, v in (("--num-envs", args.num_envs), ("--horizon", args.horizon)) if v is not None
                for x in (flag, v)]
-    runs = {}
-    for algo in args.algos:
-        run = out / algo
-        code = bcg_train(*common, "--algo", algo, "--budget", args.budget, "--out", run)
+    runs = {algo: out / algo for algo in args.algos}
+    cmds = {algo: [sys.executable, "-m", "bcg_train", *map(str, common), "--algo", algo, "--budget", args.budget,
+                   "--out", str(run)] for algo, run in runs.items()}
+    if args.parallel:  # all runs at once, sharing the machine's cores (each run is one process)
+        procs = {algo: subprocess.Popen(cmd) for algo, cmd in cmds.items()}
+        codes = {algo: p.wait() for algo, p in procs.items()}
+    else:
+        codes = {}
+        for algo, cmd in cmds.items():
+            codes[algo] = subprocess.call(cmd)
+            if codes[algo] != 0:
+                break
+    for algo, code in codes.items():
         if code != 0:
             print(f"{algo}: bcg-train exited {code}", file=sys.stderr)
             return code
-        runs[algo] = run
     print(f"\n{args.preset} preset, motion {args.motion}, kappa {args.kappa:g}, seed {args.seed}, "
-          f"budget {args.budget} each, device {args.device}")
+          f"budget {args.budget} each, device {args.device}{', runs in parallel' if args.parallel else ''}")
     print("| algo | iterations | env samples | s/it | E_track first [cm] | E_track last [cm] | falls | peak RSS [MB] |")
     print("|---|---|---|---|---|---|---|---|")
     for algo, run in runs.items():

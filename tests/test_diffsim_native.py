@@ -50,8 +50,9 @@ def test_same_discretization_matches_newton():
 @pytest.mark.parametrize("kappa", [50.0, 300.0])
 def test_reverse_mode_is_exact_in_double_precision(kappa):
     """One 2 ms-substep control step standing on the ground (contact, stable PD, implicit contact damping): the
-    adjoint of the C++ step equals central finite differences of the same double-precision step, w.r.t. the
-    initial coordinates (quaternion included), velocities and PD targets (measured 1e-8 .. 3e-6 relative)."""
+    adjoint of the C++ step equals central finite differences of the same double-precision step -- a loss on the
+    last state and on the body poses/twists -- w.r.t. the initial coordinates (quaternion included), velocities
+    and PD targets (measured 1e-8 .. 3e-6 relative)."""
     sim = NativeSimulator(native_cfg(kappa=kappa), 1)
     q, qd = sim.default_state()
     tgt = targets(sim, 5)
@@ -65,14 +66,16 @@ def test_reverse_mode_is_exact_in_double_precision(kappa):
     t = tgt[-1][None].double().numpy().copy()
     rng = np.random.default_rng(0)
     wq, wv = rng.standard_normal(36), rng.standard_normal(35)
+    wbq, wbqd = rng.standard_normal((1, 30, 7)), 0.1 * rng.standard_normal((1, 30, 6))
 
     def loss(q_, v_, t_):
-        tq, tv, *_ = sim._forward(np.ascontiguousarray(t_), np.ascontiguousarray(q_), np.ascontiguousarray(v_))
-        return float(tq[0, -1] @ wq + tv[0, -1] @ wv), tq, tv
+        tq, tv, _, _, _, bq, bqd = sim._forward(np.ascontiguousarray(t_), np.ascontiguousarray(q_),
+                                                np.ascontiguousarray(v_))
+        return float(tq[0, -1] @ wq + tv[0, -1] @ wv + (bq * wbq).sum() + (bqd * wbqd).sum()), tq, tv
 
     _, tq, tv = loss(q, v, t)
     g_tan = _coords_grad_to_tangent(torch.as_tensor(tq[:, -1]), torch.as_tensor(wq[None])).numpy()
-    gq, gv, gt = sim._backward(tq, tv, t, np.ascontiguousarray(g_tan), np.ascontiguousarray(wv[None]))
+    gq, gv, gt = sim._backward(tq, tv, t, np.ascontiguousarray(g_tan), np.ascontiguousarray(wv[None]), wbq, wbqd)
     gq = _tangent_grad_to_coords(torch.as_tensor(q), torch.as_tensor(gq)).numpy()
     eps = 1e-7
     for which, x, g in (("q", q, gq), ("v", v, gv), ("target", t, gt)):

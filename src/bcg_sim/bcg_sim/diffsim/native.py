@@ -12,8 +12,8 @@ layout, `new_rollout()`, `default_state()`, `m`), so `G1DiffEnv`, BCG and the to
 - memory: a control step keeps only its substep states (S x (36 + 35) doubles per world), no tapes;
 - both cores: `solver.threads` worlds-parallel C++ threads.
 
-Body poses and twists (`StepOutput.body_q`, `body_qd`) are computed from the joint state by a batched torch
-forward kinematics (`TorchFK`), so their gradients are torch's.
+Body poses and twists (`StepOutput.body_q`, `body_qd`) of the last state come out of the same C++ step, with
+their adjoint (body quaternions in the root's hemisphere, so they change continuously).
 
 The shared library is compiled from `csrc/g1_dynamics.cpp` on first use (about 1-2 min; cached by source hash
 under $BCG_NATIVE_CACHE, default ~/.cache/bcg_native; `python -m bcg_sim.warmup` does it at setup).
@@ -104,10 +104,10 @@ def _load() -> ctypes.CDLL:
             lib = ctypes.CDLL(str(build_library()))
             P, I, D = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
             lib.g1dyn_create.restype = P
-            lib.g1dyn_create.argtypes = [I, P, P, P, P, P, P, P, P, I, P, P, P, P, D, D, D, D, D, I, I, I, D]
+            lib.g1dyn_create.argtypes = [I, P, P, P, P, P, P, P, P, I, P, P, P, P, D, D, D, D, D, I, I, I, D, I, P, P]
             lib.g1dyn_destroy.argtypes = [P]
-            lib.g1dyn_forward.argtypes = [P, I, P, P, P, P, P, P, P, P, I]
-            lib.g1dyn_backward.argtypes = [P, I, P, P, P, P, P, P, P, P, I]
+            lib.g1dyn_forward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, I]
+            lib.g1dyn_backward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, I]
             _lib = lib
         return _lib
 
@@ -262,14 +262,18 @@ def stable_dt_bound(cfg: SimConfig, m: NativeModel) -> float:
     return float(dt_new)
 
 
+_BOUNDS: dict[str, float] = {}
+
+
+def _cached_bound(cfg: SimConfig, m: NativeModel) -> float:
+    """stable_dt_bound, once per physical setting (a BCG pool builds many simulators of one config)."""
+    key = repr((cfg.variant, cfg.sim_dt, cfg.solver, cfg.contact, cfg.actuation))
+    if key not in _BOUNDS:
+        _BOUNDS[key] = stable_dt_bound(cfg, m)
+    return _BOUNDS[key]
+
+
 # ------------------------------------------------------------------------------ quaternion helpers (x y z w)
-
-def _quat_mul_xyzw(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    av, aw = a[..., :3], a[..., 3:]
-    bv, bw = b[..., :3], b[..., 3:]
-    return torch.cat([aw * bv + bw * av + torch.cross(av, bv, dim=-1),
-                      aw * bw - (av * bv).sum(-1, keepdim=True)], dim=-1)
-
 
 def _quat_rotate_xyzw(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     u, w = q[..., :3], q[..., 3:]
@@ -279,21 +283,6 @@ def _quat_rotate_xyzw(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 def _quat_rotate_inv_xyzw(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return _quat_rotate_xyzw(torch.cat([-q[..., :3], q[..., 3:]], dim=-1), v)
-
-
-def _rot_xyzw(q: torch.Tensor) -> torch.Tensor:
-    """Rotation matrices [..., 3, 3] of unit quaternions [..., 4] (x y z w)."""
-    x, y, z, w = q.unbind(-1)
-    return torch.stack([
-        1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w),
-        2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w),
-        2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], -1).reshape(*q.shape[:-1], 3, 3)
-
-
-def _skew(v: torch.Tensor) -> torch.Tensor:
-    x, y, z = v.unbind(-1)
-    o = torch.zeros_like(x)
-    return torch.stack([o, -z, y, z, o, -x, -y, x, o], -1).reshape(*v.shape[:-1], 3, 3)
 
 
 def newton_to_pin_velocity(joint_q, joint_qd, root_com_b):
@@ -309,74 +298,6 @@ def pin_to_newton_velocity(joint_q, v, root_com_b):
     w_b = v[:, 3:6]
     v_com = _quat_rotate_xyzw(quat, v[:, 0:3] + torch.cross(w_b, root_com_b.expand_as(w_b), dim=-1))
     return torch.cat([v_com, _quat_rotate_xyzw(quat, w_b), v[:, 6:]], dim=-1)
-
-
-# ------------------------------------------------------------------------------------------ torch FK
-
-class TorchFK:
-    """Batched forward kinematics of the G1 tree in torch, level by level (bodies of one depth at once):
-    body_q [N, 30, 7] (p_w, q x y z w) and body_qd [N, 30, 6] (v of the COM, omega; world), Newton's
-    body layout, from joint_q [N, 36] and Pinocchio velocities v [N, 35]. Differentiable by torch."""
-
-    def __init__(self, m: NativeModel, device: torch.device):
-        joint_body = {int(j): b for b, j in enumerate(m.body_joint)}
-        nb = len(m.body_names)
-        self.parent_body = np.full(nb, -1)
-        depth = np.zeros(nb, dtype=int)
-        for b, j in enumerate(m.body_joint):
-            if j > 1:
-                self.parent_body[b] = joint_body[int(m.parent[j])]
-                depth[b] = depth[self.parent_body[b]] + 1
-        f32 = dict(dtype=torch.float32, device=device)
-        R0 = torch.as_tensor(m.placement[m.body_joint, :9].reshape(nb, 3, 3), **f32)
-        self.t0 = torch.as_tensor(m.placement[m.body_joint, 9:], **f32)  # [30, 3] in the parent frame
-        self.q0 = _matrix_to_quat_xyzw(R0)  # [30, 4] fixed rotation from the parent frame
-        self.axis = torch.as_tensor(m.axis[m.body_joint], **f32)  # [30, 3] in the body frame
-        self.com = torch.as_tensor(m.body_com, **f32)
-        self.hinge = (m.body_joint - 2).astype(int)  # joint coordinate index of each body's hinge (-1 root)
-        self.levels = [torch.as_tensor(np.nonzero(depth == d)[0], device=device) for d in range(1, depth.max() + 1)]
-        self.nb = nb
-
-    def __call__(self, joint_q: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        n = joint_q.shape[0]
-        pos = [None] * self.nb
-        quat = [None] * self.nb
-        om = [None] * self.nb
-        vo = [None] * self.nb  # velocity of the body origin, world
-        quat[0], pos[0] = joint_q[:, 3:7], joint_q[:, 0:3]
-        om[0] = _quat_rotate_xyzw(quat[0], v[:, 3:6])
-        vo[0] = _quat_rotate_xyzw(quat[0], v[:, 0:3])
-        P = torch.stack(pos[:1], 1)  # grown level by level
-        for lvl in self.levels:
-            idx = lvl.tolist()
-            par = self.parent_body[idx].tolist()
-            qp = torch.stack([quat[p] for p in par], 1)  # [N, L, 4]
-            pp = torch.stack([pos[p] for p in par], 1)
-            wp_ = torch.stack([om[p] for p in par], 1)
-            vp = torch.stack([vo[p] for p in par], 1)
-            h = self.hinge[idx].tolist()
-            ang = joint_q[:, [7 + k for k in h]]  # [N, L]
-            rate = v[:, [6 + k for k in h]]
-            ax = self.axis[lvl]  # [L, 3]
-            half = 0.5 * ang.unsqueeze(-1)
-            qj = torch.cat([ax * torch.sin(half), torch.cos(half)], -1)  # [N, L, 4]
-            qb = _quat_mul_xyzw(_quat_mul_xyzw(qp, self.q0[lvl].expand_as(qp)), qj)
-            pb = pp + _quat_rotate_xyzw(qp, self.t0[lvl].expand_as(pp))
-            wb = wp_ + _quat_rotate_xyzw(qb, ax.expand(n, -1, -1)) * rate.unsqueeze(-1)
-            vb = vp + torch.cross(wp_, pb - pp, dim=-1)  # hinges sit at the child origin
-            for k, b in enumerate(idx):
-                quat[b], pos[b], om[b], vo[b] = qb[:, k], pb[:, k], wb[:, k], vb[:, k]
-        Q, P, W, V = (torch.stack(x, 1) for x in (quat, pos, om, vo))
-        v_com = V + torch.cross(W, _quat_rotate_xyzw(Q, self.com.expand(n, -1, -1)), dim=-1)
-        return torch.cat([P, Q], -1), torch.cat([v_com, W], -1)
-
-
-def _matrix_to_quat_xyzw(R: torch.Tensor) -> torch.Tensor:
-    """Unit quaternions (x y z w) of rotation matrices [..., 3, 3] (constants: no gradient needed)."""
-    from scipy.spatial.transform import Rotation
-
-    q = Rotation.from_matrix(R.detach().cpu().numpy().astype(np.float64)).as_quat()  # x y z w
-    return torch.as_tensor(q, dtype=R.dtype, device=R.device)
 
 
 # ------------------------------------------------------------------------------- tangent <-> coordinates
@@ -436,7 +357,7 @@ class NativeSimulator:
         self.substeps = cfg.substeps
         self.device = "cpu"
         self.m = build_native_model(cfg)
-        self.stable_dt = stable_dt_bound(cfg, self.m)
+        self.stable_dt = _cached_bound(cfg, self.m)
         limit = cfg.solver.native_stability_safety * self.stable_dt
         if cfg.sim_dt > limit * (1 + 1e-9):
             raise ConfigError(
@@ -450,14 +371,14 @@ class NativeSimulator:
         m, c = self.m, cfg.contact
         self._tables = [np.ascontiguousarray(a) for a in (m.parent, m.axis, m.placement, m.inertia, m.armature,
                                                            m.kp, m.kd, m.effort_limit, m.sph_joint, m.sph_pos,
-                                                           m.sph_rad, m.foot_start)]
+                                                           m.sph_rad, m.foot_start, m.body_joint, m.body_com)]
         t = self._tables
         self._h = self._lib.g1dyn_create(
             len(m.parent), _ptr(t[0]), _ptr(t[1]), _ptr(t[2]), _ptr(t[3]), _ptr(t[4]), _ptr(t[5]), _ptr(t[6]),
             _ptr(t[7]), len(m.sph_joint), _ptr(t[8]), _ptr(t[9]), _ptr(t[10]), _ptr(t[11]),
             float(c.ke), float(c.kd), float(c.kf), float(c.friction_mu), float(cfg.sim_dt), int(self.substeps),
-            int(cfg.solver.stable_pd), int(cfg.solver.implicit_contact), -9.81)
-        self.fk = TorchFK(m, torch.device("cpu"))
+            int(cfg.solver.stable_pd), int(cfg.solver.implicit_contact), -9.81, len(m.body_joint), _ptr(t[12]),
+            _ptr(t[13]))
         self._root_com = torch.as_tensor(m.root_com_b, dtype=torch.float32)
         self._generation = 0
 
@@ -489,8 +410,7 @@ class NativeSimulator:
                 raise ValueError(f"Simulator.step: {name} has shape {tuple(t.shape)}, expected {shape}")
         v = newton_to_pin_velocity(joint_q, joint_qd, self._root_com)
         diag = {}
-        q1, v1 = _NativeStep.apply(self, diag, target_q, joint_q, v)
-        body_q, body_qd = self.fk(q1, v1)
+        q1, v1, body_q, body_qd = _NativeStep.apply(self, diag, target_q, joint_q, v)
         return NativeStepOutput(joint_q=q1, joint_qd=pin_to_newton_velocity(q1, v1, self._root_com),
                                 body_q=body_q, body_qd=body_qd, **diag)
 
@@ -500,17 +420,27 @@ class NativeSimulator:
         traj_q = np.empty((n, S + 1, COORDS_PER_WORLD))
         traj_v = np.empty((n, S + 1, DOFS_PER_WORLD))
         fn, peak, pen = (np.empty((n, 2)) for _ in range(3))
+        nb = self.m.bodies_per_world
+        body_q, body_qd = np.empty((n, nb, 7)), np.empty((n, nb, 6))
         self._lib.g1dyn_forward(self._h, n, _ptr(q), _ptr(v), _ptr(target), _ptr(traj_q), _ptr(traj_v),
-                                _ptr(fn), _ptr(peak), _ptr(pen), self.threads)
-        return traj_q, traj_v, fn, peak, pen
+                                _ptr(fn), _ptr(peak), _ptr(pen), _ptr(body_q), _ptr(body_qd), self.threads)
+        return traj_q, traj_v, fn, peak, pen, body_q, body_qd
 
-    def _backward(self, traj_q, traj_v, target, gq_tan, gv):
+    def _backward(self, traj_q, traj_v, target, gq_tan, gv, g_body_q=None, g_body_qd=None):
+        """Reverse mode of one control step: gradients at its last state (tangent) and of its body outputs
+        (None: zero) -> (tangent gradient at the first state, velocity gradient, target gradient)."""
         n = self.num_worlds
         gq_in = np.empty((n, DOFS_PER_WORLD))
         gv_in = np.empty((n, DOFS_PER_WORLD))
         g_t = np.empty((n, NUM_JOINTS))
+        if (g_body_q is None) != (g_body_qd is None):  # the C side takes both or neither
+            nb = self.m.bodies_per_world
+            g_body_q = np.zeros((n, nb, 7)) if g_body_q is None else g_body_q
+            g_body_qd = np.zeros((n, nb, 6)) if g_body_qd is None else g_body_qd
+        gbq = ctypes.c_void_p(None) if g_body_q is None else _ptr(g_body_q)
+        gbqd = ctypes.c_void_p(None) if g_body_qd is None else _ptr(g_body_qd)
         self._lib.g1dyn_backward(self._h, n, _ptr(traj_q), _ptr(traj_v), _ptr(target), _ptr(gq_tan), _ptr(gv),
-                                 _ptr(gq_in), _ptr(gv_in), _ptr(g_t), self.threads)
+                                 gbq, gbqd, _ptr(gq_in), _ptr(gv_in), _ptr(g_t), self.threads)
         return gq_in, gv_in, g_t
 
 
@@ -519,12 +449,13 @@ def _np64(t: torch.Tensor) -> np.ndarray:
 
 
 class _NativeStep(torch.autograd.Function):
-    """(target [N, 29], q [N, 36], v [N, 35] Pinocchio layout) -> (q', v') after one control step."""
+    """(target [N, 29], q [N, 36], v [N, 35] Pinocchio layout) -> (q', v', body_q' [N, 30, 7], body_qd' [N, 30, 6])
+    after one control step."""
 
     @staticmethod
     def forward(ctx, sim: NativeSimulator, diag: dict, target, q, v):
         t64 = _np64(target)
-        traj_q, traj_v, fn, peak, pen = sim._forward(t64, _np64(q), _np64(v))
+        traj_q, traj_v, fn, peak, pen, body_q, body_qd = sim._forward(t64, _np64(q), _np64(v))
         diag.update(foot_force=torch.as_tensor(fn, dtype=torch.float32),
                     foot_force_peak=torch.as_tensor(peak, dtype=torch.float32),
                     foot_penetration=torch.as_tensor(pen, dtype=torch.float32))
@@ -532,16 +463,19 @@ class _NativeStep(torch.autograd.Function):
         ctx.q_in = q.detach()
         q1 = torch.as_tensor(traj_q[:, -1], dtype=torch.float32)
         ctx.q_out = q1
-        return q1, torch.as_tensor(traj_v[:, -1], dtype=torch.float32)
+        return (q1, torch.as_tensor(traj_v[:, -1], dtype=torch.float32),
+                torch.as_tensor(body_q, dtype=torch.float32), torch.as_tensor(body_qd, dtype=torch.float32))
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, g_q, g_v):
+    def backward(ctx, g_q, g_v, g_bq, g_bqd):
         n = ctx.q_out.shape[0]
         g_q = torch.zeros(n, COORDS_PER_WORLD) if g_q is None else g_q
         g_v = torch.zeros(n, DOFS_PER_WORLD) if g_v is None else g_v
         g_tan = _coords_grad_to_tangent(ctx.q_out.double(), g_q.double())
-        gq_in, gv_in, g_t = ctx.sim._backward(*ctx.traj, ctx.target, _np64(g_tan), _np64(g_v))
+        gq_in, gv_in, g_t = ctx.sim._backward(*ctx.traj, ctx.target, _np64(g_tan), _np64(g_v),
+                                              None if g_bq is None else _np64(g_bq),
+                                              None if g_bqd is None else _np64(g_bqd))
         g_q_in = _tangent_grad_to_coords(ctx.q_in.double(), torch.as_tensor(gq_in))
         return (None, None, torch.as_tensor(g_t, dtype=torch.float32), g_q_in.float(),
                 torch.as_tensor(gv_in, dtype=torch.float32))

@@ -45,6 +45,8 @@ struct Params {
   std::vector<Vector3d> sph_pos;  // [S] centre in the joint (= body) frame
   std::vector<double> sph_rad;    // [S]
   int foot_start[3] = {0, 0, 0};  // spheres [foot_start[f], foot_start[f+1]) belong to foot f
+  std::vector<int> body_joint;     // [B] joint of each output body (the caller's body order)
+  std::vector<Vector3d> body_com;  // [B] its COM in the body frame
 };
 
 // Per contact joint: the DoFs of its support chain and each one's depth (0 = free joint, shared by its 6 DoFs).
@@ -276,6 +278,13 @@ void contact_tau_jac(const Sim& s, Work& w, VectorXd& tau_c) {
   }
 }
 
+// Kinematics of the state (q, v) the body outputs and their adjoint need: oMi, v, world Jacobian, world twists.
+void kinematics(Work& w, const VectorXd& q, const VectorXd& v) {
+  forwardKinematics(w.model, w.dk, q, v);
+  computeJointJacobians(w.model, w.dk);
+  for (int i = 1; i < w.model.njoints; ++i) w.Vw[i] = w.dk.oMi[i].act(w.dk.v[i]);
+}
+
 // One substep backward. In: gq (tangent at qn), gv (at vn). Out (overwritten): gq (tangent at q),
 // gv (at v); g_target accumulated.
 void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const VectorXd& vn,
@@ -291,9 +300,7 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
   gv += p.dt * w.gu;  // gradient at vn
   w.ga = p.dt * gv;   // vn = v + dt a
 
-  forwardKinematics(w.model, w.dk, q, v);
-  computeJointJacobians(w.model, w.dk);
-  for (int i = 1; i < w.model.njoints; ++i) w.Vw[i] = w.dk.oMi[i].act(w.dk.v[i]);
+  kinematics(w, q, v);
   pd(s, w, q, v, target);
   contact_tau_jac(s, w, w.tau);  // adds the contact force to w.tau
   w.model.armature = p.armature + w.aug;
@@ -309,6 +316,64 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
     gq[6 + j] += w.dtau_q[j] * w.lam[6 + j];
     gv[6 + j] += w.dtau_v[j] * w.lam[6 + j];
     g_target[j] += w.dtau_t[j] * w.lam[6 + j];
+  }
+}
+
+// Body poses (p_w, quat x y z w) [B, 7] and twists (v of the COM, omega; world) [B, 6]. Needs kinematics().
+// A body's orientation as a quaternion in the root's hemisphere, so that it changes continuously with the state
+// (limbs turn less than 180 degrees from the pelvis; the pelvis itself is the state's own quaternion).
+Eigen::Quaterniond body_quat(const Work& w, const SE3& M, const Eigen::Quaterniond& q_root) {
+  Eigen::Quaterniond q(M.rotation());
+  if (q.dot(q_root) < 0.0) q.coeffs() = -q.coeffs();
+  return q;
+}
+
+void body_outputs(const Sim& s, const Work& w, const Eigen::Quaterniond& q_root, double* bq, double* bqd) {
+  const Params& p = s.p;
+  for (size_t b = 0; b < p.body_joint.size(); ++b) {
+    const SE3& M = w.dk.oMi[p.body_joint[b]];
+    const Motion& V = w.Vw[p.body_joint[b]];
+    Eigen::Quaterniond quat = body_quat(w, M, q_root);
+    Vector3d c = M.translation() + M.rotation() * p.body_com[b];
+    Vector3d vc = V.linear() + V.angular().cross(c);
+    double* o = bq + 7 * b;
+    o[0] = M.translation().x(); o[1] = M.translation().y(); o[2] = M.translation().z();
+    o[3] = quat.x(); o[4] = quat.y(); o[5] = quat.z(); o[6] = quat.w();
+    double* t = bqd + 6 * b;
+    t[0] = vc.x(); t[1] = vc.y(); t[2] = vc.z();
+    t[3] = V.angular().x(); t[4] = V.angular().y(); t[5] = V.angular().z();
+  }
+}
+
+// Adjoint of body_outputs: adds to gq (tangent at q) and gv. Needs kinematics() of the same state.
+void body_outputs_backward(const Sim& s, const Work& w, const Eigen::Quaterniond& q_root, const double* gbq,
+                           const double* gbqd, VectorXd& gq, VectorXd& gv) {
+  const Params& p = s.p;
+  for (size_t b = 0; b < p.body_joint.size(); ++b) {
+    int j = p.body_joint[b];
+    const SE3& M = w.dk.oMi[j];
+    const Motion& V = w.Vw[j];
+    Eigen::Quaterniond quat = body_quat(w, M, q_root);
+    Vector3d u(quat.x(), quat.y(), quat.z());
+    double qw = quat.w();
+    const double* g = gbq + 7 * b;
+    const double* gt = gbqd + 6 * b;
+    Vector3d g_p(g[0], g[1], g[2]), g_qv(g[3], g[4], g[5]), g_vc(gt[0], gt[1], gt[2]), g_om(gt[3], gt[4], gt[5]);
+    // dq = 1/2 (omega, 0) (x) q for a world rotation omega of the body: its transpose
+    Vector3d g_rot = 0.5 * (qw * g_qv + u.cross(g_qv) - u * g[6]);
+    Vector3d pos = M.translation();
+    Vector3d c = pos + M.rotation() * p.body_com[b];
+    const Chain& ch = s.chain[j];
+    for (size_t kk = 0; kk < ch.dof.size(); ++kk) {
+      int k = ch.dof[kk];
+      Motion Sk(w.dk.J.col(k));
+      Motion after = ch.parent_joint[kk] == 0 ? V : Motion(V - w.Vw[ch.parent_joint[kk]]);
+      Motion dV = cross(Sk, after);
+      Vector3d Jc = Sk.linear() + Sk.angular().cross(c);  // velocity of the COM point under dof k
+      gq[k] += (Sk.linear() + Sk.angular().cross(pos)).dot(g_p) + Sk.angular().dot(g_rot) +
+               dV.angular().dot(g_om) + (dV.linear() + dV.angular().cross(c) + V.angular().cross(Jc)).dot(g_vc);
+      gv[k] += Sk.angular().dot(g_om) + Jc.dot(g_vc);
+    }
   }
 }
 
@@ -339,7 +404,8 @@ void* g1dyn_create(int njoints, const int* parent, const double* axis, const dou
                    const double* inertia, const double* armature, const double* kp, const double* kd_pd,
                    const double* effort, int nspheres, const int* sph_joint, const double* sph_pos,
                    const double* sph_rad, const int* foot_start, double ke, double kd, double kf, double mu,
-                   double dt, int substeps, int stable_pd, int implicit_contact, double gravity_z) {
+                   double dt, int substeps, int stable_pd, int implicit_contact, double gravity_z, int nbodies,
+                   const int* body_joint, const double* body_com) {
   auto* s = new Sim();
   Model& m = s->model;
   for (int i = 1; i < njoints; ++i) {
@@ -374,6 +440,10 @@ void* g1dyn_create(int njoints, const int* parent, const double* axis, const dou
     p.sph_rad.push_back(sph_rad[k]);
   }
   for (int f = 0; f < 3; ++f) p.foot_start[f] = foot_start[f];
+  for (int b = 0; b < nbodies; ++b) {
+    p.body_joint.push_back(body_joint[b]);
+    p.body_com.emplace_back(body_com[3 * b], body_com[3 * b + 1], body_com[3 * b + 2]);
+  }
   p.ke = ke; p.kd = kd; p.kf = kf; p.mu = mu; p.dt = dt; p.substeps = substeps; p.stable_pd = stable_pd;
   p.implicit_contact = implicit_contact;
   p.gravity = -gravity_z;
@@ -406,7 +476,8 @@ int g1dyn_nv(void* h) { return static_cast<Sim*>(h)->nv; }
 // traj_v [n, S+1, nv] out (kept by the caller for backward); foot_fn, foot_peak, foot_pen [n, 2] out
 // (normal force at the end, its max over substep ends, deepest penetration at the end).
 void g1dyn_forward(void* h, int n, const double* q0, const double* v0, const double* target, double* traj_q,
-                   double* traj_v, double* foot_fn, double* foot_peak, double* foot_pen, int threads) {
+                   double* traj_v, double* foot_fn, double* foot_peak, double* foot_pen, double* body_q,
+                   double* body_qd, int threads) {
   const Sim& s = *static_cast<Sim*>(h);
   int S = s.p.substeps, nq = s.nq, nv = s.nv, nh = nv - 6;
   parallel_worlds(n, threads, [&](int, int lo, int hi) {
@@ -430,7 +501,10 @@ void g1dyn_forward(void* h, int n, const double* q0, const double* v0, const dou
         Eigen::Map<VectorXd>(tq + (size_t)(k + 1) * nq, nq) = q;
         Eigen::Map<VectorXd>(tv + (size_t)(k + 1) * nv, nv) = v;
       }
-      forwardKinematics(w.model, w.dk, q, v);  // stats of the final state
+      kinematics(w, q, v);  // the final state: body outputs and foot stats
+      size_t nb = s.p.body_joint.size();
+      Eigen::Quaterniond q_root(q[6], q[3], q[4], q[5]);
+      body_outputs(s, w, q_root, body_q + (size_t)i * nb * 7, body_qd + (size_t)i * nb * 6);
       contact_fext(s, w, st, false);
       for (int f = 0; f < 2; ++f) {
         peak[f] = std::max(peak[f], st.fn[f]);
@@ -445,8 +519,8 @@ void g1dyn_forward(void* h, int n, const double* q0, const double* v0, const dou
 // Reverse mode through one control step. gq_out [n, nv] (tangent at the last q), gv_out [n, nv] in;
 // gq_in [n, nv] (tangent at the first q), gv_in [n, nv], g_target [n, 29] out.
 void g1dyn_backward(void* h, int n, const double* traj_q, const double* traj_v, const double* target,
-                    const double* gq_out, const double* gv_out, double* gq_in, double* gv_in, double* g_target,
-                    int threads) {
+                    const double* gq_out, const double* gv_out, const double* g_body_q, const double* g_body_qd,
+                    double* gq_in, double* gv_in, double* g_target, int threads) {
   const Sim& s = *static_cast<Sim*>(h);
   int S = s.p.substeps, nq = s.nq, nv = s.nv, nh = nv - 6;
   parallel_worlds(n, threads, [&](int, int lo, int hi) {
@@ -459,6 +533,14 @@ void g1dyn_backward(void* h, int n, const double* traj_q, const double* traj_v, 
       gv = Eigen::Map<const VectorXd>(gv_out + (size_t)i * nv, nv);
       double* gt = g_target + (size_t)i * nh;
       std::fill(gt, gt + nh, 0.0);
+      if (g_body_q != nullptr) {  // the body outputs of the last state
+        size_t nb = s.p.body_joint.size();
+        q = Eigen::Map<const VectorXd>(tq + (size_t)S * nq, nq);
+        v = Eigen::Map<const VectorXd>(tv + (size_t)S * nv, nv);
+        kinematics(w, q, v);
+        Eigen::Quaterniond q_root(q[6], q[3], q[4], q[5]);
+        body_outputs_backward(s, w, q_root, g_body_q + (size_t)i * nb * 7, g_body_qd + (size_t)i * nb * 6, gq, gv);
+      }
       for (int k = S - 1; k >= 0; --k) {
         q = Eigen::Map<const VectorXd>(tq + (size_t)k * nq, nq);
         v = Eigen::Map<const VectorXd>(tv + (size_t)k * nv, nv);
