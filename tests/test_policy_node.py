@@ -151,7 +151,7 @@ def test_startup_sequence_crc_mode_machine_and_policy_targets(setup):
     assert robot.modes()[n_before:] == ["ZERO_TORQUE", "MOVE_TO_DEFAULT", "HOLD", "RUN"], robot.transitions
     for _, c, _ in run_cmds:  # targets = default + scale * policy action (float32 on the wire)
         np.testing.assert_allclose(c.q, expected_q, atol=1e-5)
-    assert len(run_cmds) > 200, f"only {len(run_cmds)} LowCmd in 0.9 s (500 Hz expected)"
+    assert len(run_cmds) > 1.1 * 0.9 * robot.rate_hz, f"only {len(run_cmds)} LowCmd in 0.9 s (robot {robot.rate_hz} Hz)"
     every = robot.cmds_since(0)
     assert all(ok for _, _, ok in every), "every LowCmd has a correct CRC"
     assert {c.mode_machine for _, c, _ in every} == {robot.mode_machine}, "mode_machine copied from the robot"
@@ -164,7 +164,10 @@ def test_startup_sequence_crc_mode_machine_and_policy_targets(setup):
     wait_for(lambda: any(s.message == "RUN" for d in diags for s in d.status), 3, "diagnostics in RUN")
     values = {kv.key: kv.value for kv in [s for d in diags for s in d.status][-1].values}
     print("loop timing:", {k: values[k] for k in values if "ms" in k or k == "overruns"})
-    assert float(values["period_p50_ms"]) == pytest.approx(2.0, abs=0.5)  # 500 Hz (2 shared cores here)
+    # Each LowState is answered by a tick, and the fallback timer ticks when the next one is 1.5 periods late:
+    # at the stand-in's 200 Hz, ticks come every 2.5 ms on average (2 shared cores here: median, not max).
+    assert float(values["period_p50_ms"]) <= 1e3 / robot.rate_hz, values
+    assert int(values["lowcmd"]) >= int(values["lowstate"]), "every LowState is answered"
 
 
 def test_stop_service_returns_to_default_pose(setup):
