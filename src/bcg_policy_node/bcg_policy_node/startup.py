@@ -68,3 +68,10 @@ def use_robot_dds_profile() -> str | None:
     if not os.environ.get(PROFILE_ENV):
         os.environ[PROFILE_ENV] = robot_dds_profile()
     return os.environ[PROFILE_ENV]
+
+
+def yaml_section(path, node: str) -> dict:
+    """`node: ros__parameters:` of a ROS 2 parameter file (for --help)."""
+    with open(path) as f:
+        data = yaml.safe_load(f) or {}
+    return dict((data.get(node) or {}).get("ros__parameters") or {})
