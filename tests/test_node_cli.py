@@ -74,3 +74,15 @@ def test_policy_node_rejects_unknown_keys_and_bad_values(hold, override, key):
 def test_bridge_rejects_unknown_variant_and_body(override, key):
     line = _one_error_line(_run("bridge", "--ros-args", "-p", override))
     assert line.startswith("bcg-mujoco-bridge: parameters of node 'mujoco_bridge'") and key in line, line
+
+
+def test_policy_node_yaml_matches_the_config_dataclass():
+    """config/policy_node.yaml sets every parameter, to the dataclass default (one source for --help)."""
+    from dataclasses import asdict
+
+    import yaml
+
+    from bcg_policy_node.policy_node import PolicyNodeConfig
+
+    params = yaml.safe_load((REPO / "config" / "policy_node.yaml").read_text())["policy_node"]["ros__parameters"]
+    assert params == asdict(PolicyNodeConfig())
