@@ -119,6 +119,8 @@ def message_costs(n: int = 1000) -> dict[str, float]:
         ("rclpy LowCmd from Python (serialize_message)", lambda: serialize_message(cmd)),
         ("rclpy LowState from Python", lambda: serialize_message(st)),
         ("lowstate_to_state (CRC check + conversion)", lambda: ll.lowstate_to_state(st)),
+        ("lowstate_cdr_to_state (the node's path: raw CDR bytes, CRC check + conversion)",
+         lambda: ll.lowstate_cdr_to_state(st_cdr)),
         ("fill_lowcmd (targets + CRC)", lambda: ll.fill_lowcmd(cmd, q, 1.0, 1.0, mode_machine=5)),
         ("lowcmd_crc", lambda: lowcmd_crc(cmd)),
         ("fill_lowstate (stand-in, + CRC)", lambda: ll.fill_lowstate(st, q, np.zeros(29), [1, 0, 0, 0],
