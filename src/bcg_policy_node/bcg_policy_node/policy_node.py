@@ -52,6 +52,7 @@ from unitree_hg.msg import LowCmd, LowState  # noqa: F401 - LowState: the subscr
 
 from bcg_policy_node import lowlevel as ll
 from bcg_policy_node import startup
+from bcg_policy_node.crc import lowcmd_crc
 from bcg_policy_node.policy_runner import PolicyFault, PolicyRunner
 from bcg_policy_node.safety import SafetyLimits, check_joint_limits, check_stale, check_tilt
 from bcg_policy_node.state_machine import ACTIVE, Event, Mode, StateMachine, Transition
@@ -460,8 +461,11 @@ class PolicyNode(Node):
         mm, pr = self._mode_machine, self.cfg.mode_pr
         if kind == "none":
             return
-        key = (kind, mm, q.tobytes() if kind == "pd" else None)
-        if key == self._cmd_key:  # same targets as last tick (HOLD, between policy steps): reuse msg + CRC
+        key = (kind, q.tobytes() if kind == "pd" else None)
+        if key == self._cmd_key:  # same targets as last tick (HOLD, between policy steps): reuse the msg
+            if self._cmd.mode_machine != mm:  # only the robot's mode_machine changed: new CRC, same targets
+                self._cmd.mode_machine = mm
+                self._cmd.crc = lowcmd_crc(self._cmd)
             self.pub_cmd.publish(self._cmd)
             self._counts["lowcmd"] += 1
             return
@@ -476,7 +480,7 @@ class PolicyNode(Node):
             ll.fill_zero_torque(self._cmd, mode_machine=mm, mode_pr=pr)
         elif kind == "damp":
             ll.fill_damping(self._cmd, self.cfg.damping_kd, mode_machine=mm, mode_pr=pr)
-        self._cmd_key = (kind, mm, q.tobytes() if kind == "pd" else None)  # kp/kd are fixed per kind
+        self._cmd_key = (kind, q.tobytes() if kind == "pd" else None)  # kp/kd are fixed per kind
         self.pub_cmd.publish(self._cmd)
         self._counts["lowcmd"] += 1
 
