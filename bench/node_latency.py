@@ -325,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rt-priority", type=int, default=0, help="policy node rt_priority parameter (0 = off)")
     ap.add_argument("--executor", choices=("events", "single_threaded"), default="events",
                     help="policy node executor parameter (default events)")
+    ap.add_argument("--stale-timeout-s", type=float, default=None,
+                    help="policy node stale_timeout_s (default: config/policy_node.yaml's); under extra CPU load "
+                         "the stand-in itself stalls past 50 ms and the node rightly damps, ending the bench")
     args = ap.parse_args(argv)
     if args.seconds <= 0:
         ap.error("--seconds must be > 0")
@@ -351,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
                  "-p", "move_to_default_s:=0.2", "-p", "policy_runtime:=onnx", "-p", f"executor:={args.executor}"]
     if args.rt_priority:
         node_args += ["-p", f"rt_priority:={args.rt_priority}"]
+    if args.stale_timeout_s is not None:
+        node_args += ["-p", f"stale_timeout_s:={args.stale_timeout_s}"]
     ours_cmd = [sys.executable, "-u", "-m", "bcg_policy_node.policy_node", *node_args]
     relay_cmd = [sys.executable, "-u", str(REPO / "bench" / "relay_node.py")]
 
