@@ -45,7 +45,7 @@ def run(tmp_path_factory):
     bag = d / "bag"
     r = subprocess.run([sys.executable, "-m", "bcg_policy_node.sim2sim", "--policy", str(hold), "--duration",
                         str(SIM_S), "--fast", "--start", "--record", str(bag)],
-                       capture_output=True, text=True, timeout=180, cwd=REPO)
+                       capture_output=True, text=True, timeout=600, cwd=REPO)  # a hang guard: slow under load
     return r, d, hold, bag
 
 

@@ -232,6 +232,7 @@ def _run(args: argparse.Namespace, stop: Stop) -> int:
             bridge.get_logger().info(f"bcg-sim2sim: interrupted ({signal.Signals(stop.signum).name})")
     finally:
         end_mode, end_fault = policy.sm.mode, policy.sm.last_fault  # before the shutdown damping
+        entered = set(policy.modes_entered)
         policy.send_shutdown_damping()
         executor.shutdown(timeout_sec=1.0)  # no callback may run (e.g. write to the bag) after this
         if recorder is not None:
@@ -249,9 +250,9 @@ def _run(args: argparse.Namespace, stop: Stop) -> int:
         return EXIT_INTERRUPTED
     if end_mode == Mode.DAMPING and end_fault:
         return 1
-    if args.start and Mode.RUN not in policy.modes_entered:
+    if args.start and Mode.RUN not in entered:
         print(f"bcg-sim2sim: --start given but the policy never ran (RUN not reached in {bridge.sim_time:.2f} s "
-              f"of sim time; modes entered: {sorted(m.value for m in policy.modes_entered)})", file=sys.stderr)
+              f"of sim time; modes entered: {sorted(m.value for m in entered)})", file=sys.stderr)
         return 1
     return 0
 
