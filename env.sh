@@ -1,6 +1,6 @@
 # Source me from the repository root (like a ROS setup.bash):  . ./env.sh
-# Activates the venv made by `make setup` and points ROS 2 (pip wheels), the unitree_hg messages and
-# Warp's kernel cache at this checkout.
+# Activates the venv made by `make setup` and points ROS 2 (pip wheels), the unitree_hg messages, the Fast DDS
+# profile (config/fastdds_robot.xml) and Warp's kernel cache at this checkout.
 _bcg_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)"
 if [ ! -x "$_bcg_root/.venv/bin/python" ]; then
   echo "bcg: no .venv in $_bcg_root; run 'make setup' first" >&2
@@ -15,6 +15,9 @@ export PYTHONPATH="$_bcg_hg/lib/python3.11/site-packages${PYTHONPATH:+:$PYTHONPA
 export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
 # Keep DDS traffic on this machine unless told otherwise (the robot launch sets SUBNET and a profile).
 export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
+# Fast DDS profile with type propagation off: the G1's Cyclone DDS 0.10 and unitree_sdk2py crash on Fast DDS 3's
+# type information otherwise (the nodes set the same default themselves when it is unset).
+export FASTDDS_DEFAULT_PROFILES_FILE="${FASTDDS_DEFAULT_PROFILES_FILE:-$_bcg_root/config/fastdds_robot.xml}"
 export WARP_CACHE_PATH="${WARP_CACHE_PATH:-$_bcg_root/.cache/warp}"
 export BCG_NATIVE_CACHE="${BCG_NATIVE_CACHE:-$_bcg_root/.cache/native}"  # compiled native simulator backend
 export BCG_ROOT="$_bcg_root"

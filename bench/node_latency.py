@@ -1,16 +1,18 @@
 """Node latency: LowState -> LowCmd through the real policy node and through a minimal relay (the baseline),
 over DDS on loopback, in the same run.
 
-    python bench/node_latency.py [--seconds 15] [--hidden 512 256 128] [--rt-priority 0]
+    python bench/node_latency.py [--seconds 15] [--hidden 512 256 128] [--rt-priority 0] [--executor events]
 
-A robot stand-in (this process) publishes LowState at 500 Hz with absolute deadlines. Every LowState carries
-a marker in `mode_machine` (cycling 1..250), which the answering node copies into each LowCmd it sends, so
-each LowCmd names the newest LowState that node had. Two answering nodes, each in its own process, one at a
+A robot stand-in (this process) publishes LowState at 500 Hz with absolute deadlines. While measuring, every
+LowState carries a marker in `mode_machine` (cycling 1..250), which the answering node copies into each LowCmd
+it sends, so each LowCmd names the newest LowState that node had. Until then mode_machine stays at the G1's 5:
+the policy node refuses to leave ZERO_TORQUE while mode_machine changes (a source conflict), and in RUN it
+only logs and counts the changes. Two answering nodes, each in its own process, one at a
 time (never both alive, they would share the 2 cores):
 
 - ours: the policy node (`python -m bcg_policy_node.policy_node`, config/policy_node.yaml) running an
-  untrained exported MLP policy (ONNX) in RUN: its 500 Hz loop thread sends a LowCmd every 2 ms holding the
-  latest targets; the policy runs every 20 ms.
+  untrained exported MLP policy (ONNX) in RUN: it answers each LowState with one control tick from its
+  subscription callback (one thread, `--executor`); the policy runs every 20 ms.
 - baseline: bench/relay_node.py, a minimal rclpy node with the policy node's QoS and message types that
   answers every LowState from its subscription callback (marker copied, CRC set with the same crc module).
   The floor that rclpy + Fast DDS + Python give on this machine.
@@ -19,12 +21,11 @@ Order: baseline (half the time), ours, baseline (other half), so a change of mac
 hits both sides; the two baseline halves are pooled (and printed separately as a check).
 
 Measured (ms):
-- state -> next LowCmd: LowState publish -> arrival of the first LowCmd carrying its marker. For ours this
-  includes waiting for the node's next loop tick (0..2 ms); the relay answers at once.
+- state -> next LowCmd: LowState publish -> arrival of the first LowCmd carrying its marker.
 - state -> new policy targets (ours): LowState publish -> the LowCmd whose targets changed (a policy step,
-  every 20 ms) and that was computed from that LowState: observation + inference + CRC + DDS + tick wait.
-- LowCmd period (ours): spacing of LowCmd arrivals (500 Hz nominal). Not applicable to the relay: it is
-  event-driven, its LowCmds follow the LowStates (the stand-in's LowState period row shows that spacing).
+  every 20 ms) and that was computed from that LowState: observation + inference + CRC + DDS.
+- LowCmd period: spacing of LowCmd arrivals (500 Hz nominal); both nodes answer LowStates, so it follows
+  the stand-in's LowState period (the next row) plus the answer's jitter.
 - PolicyRunner.step: observation, ONNX inference, clipping, timed in this process on the same artifact;
   plus the policy node's own loop statistics from /diagnostics.
 Prints a markdown table with the ratio ours / baseline (paste into bench/README.md with the command line).
@@ -49,6 +50,7 @@ RATE_HZ = 500.0
 MARKERS = 250  # mode_machine values used as markers (uint8; 0 kept out)
 START_TIMEOUT_S = 60.0  # a node that is not answering (or not in RUN) by then is an error
 WARMUP_S = 0.5  # answered but not recorded after the node is ready (first DDS samples, caches)
+G1_MODE_MACHINE = 5  # mode_machine before the measurement starts
 
 
 def log(text: str) -> None:
@@ -117,6 +119,8 @@ def message_costs(n: int = 1000) -> dict[str, float]:
         ("rclpy LowCmd from Python (serialize_message)", lambda: serialize_message(cmd)),
         ("rclpy LowState from Python", lambda: serialize_message(st)),
         ("lowstate_to_state (CRC check + conversion)", lambda: ll.lowstate_to_state(st)),
+        ("lowstate_cdr_to_state (the node's path: raw CDR bytes, CRC check + conversion)",
+         lambda: ll.lowstate_cdr_to_state(st_cdr)),
         ("fill_lowcmd (targets + CRC)", lambda: ll.fill_lowcmd(cmd, q, 1.0, 1.0, mode_machine=5)),
         ("lowcmd_crc", lambda: lowcmd_crc(cmd)),
         ("fill_lowstate (stand-in, + CRC)", lambda: ll.fill_lowstate(st, q, np.zeros(29), [1, 0, 0, 0],
@@ -154,9 +158,10 @@ class Robot:
             self.arrivals: list[float] = []
             self.publishes: list[float] = []
             self._last_q: np.ndarray | None = None
+            self.marking = False  # markers in mode_machine (else the G1's own value)
 
     def publish(self) -> None:
-        marker = 1 + self._seq % MARKERS
+        marker = 1 + self._seq % MARKERS if self.marking else G1_MODE_MACHINE
         self._seq += 1
         # A slow 0.02 rad sway: the observation changes every step, so every policy step changes the targets.
         q = self.q + 0.02 * np.sin(2 * np.pi * self._seq / RATE_HZ)
@@ -254,6 +259,8 @@ def run_phase(robot: Robot, diag: dict[str, str], name: str, cmd: list[str], log
             elif (phase == "settle" and diag.get("mode") == "RUN") or (
                     phase == "start" and not policy and robot.received > 0):
                 phase, t_ready = "warmup", now
+                with robot._lock:
+                    robot.marking = True
                 log(f"{name}: {'in RUN' if policy else 'answering'} {now - t0:.1f} s after start; "
                     f"recording {seconds:.1f} s")
             elif phase == "warmup" and now - t_ready > WARMUP_S:
@@ -297,6 +304,10 @@ def run_phase(robot: Robot, diag: dict[str, str], name: str, cmd: list[str], log
             log(f"{name} exited with status {rc}; log {proc.log_path}:\n{proc.tail()}")
 
 
+def d_overruns(res: dict) -> str:
+    return res["diag"].get("overruns", "?")
+
+
 def _pct(x, q) -> float:
     return 1e3 * float(np.percentile(np.asarray(x), q)) if len(x) else float("nan")
 
@@ -312,6 +323,11 @@ def main(argv: list[str] | None = None) -> int:
                          "after ours); the whole run takes about 2 x seconds + 20 s")
     ap.add_argument("--hidden", type=int, nargs="+", default=[512, 256, 128], help="MLP hidden sizes")
     ap.add_argument("--rt-priority", type=int, default=0, help="policy node rt_priority parameter (0 = off)")
+    ap.add_argument("--executor", choices=("events", "single_threaded"), default="events",
+                    help="policy node executor parameter (default events)")
+    ap.add_argument("--stale-timeout-s", type=float, default=None,
+                    help="policy node stale_timeout_s (default: config/policy_node.yaml's); under extra CPU load "
+                         "the stand-in itself stalls past 50 ms and the node rightly damps, ending the bench")
     args = ap.parse_args(argv)
     if args.seconds <= 0:
         ap.error("--seconds must be > 0")
@@ -335,9 +351,11 @@ def main(argv: list[str] | None = None) -> int:
 
     node_args = ["--ros-args", "--params-file", str(REPO / "config" / "policy_node.yaml"),
                  "-p", f"policy_path:={artifact}", "-p", "zero_torque_auto_start_s:=1.0",
-                 "-p", "move_to_default_s:=0.2", "-p", "policy_runtime:=onnx"]
+                 "-p", "move_to_default_s:=0.2", "-p", "policy_runtime:=onnx", "-p", f"executor:={args.executor}"]
     if args.rt_priority:
         node_args += ["-p", f"rt_priority:={args.rt_priority}"]
+    if args.stale_timeout_s is not None:
+        node_args += ["-p", f"stale_timeout_s:={args.stale_timeout_s}"]
     ours_cmd = [sys.executable, "-u", "-m", "bcg_policy_node.policy_node", *node_args]
     relay_cmd = [sys.executable, "-u", str(REPO / "bench" / "relay_node.py")]
 
@@ -370,9 +388,10 @@ def main(argv: list[str] | None = None) -> int:
         rclpy.try_shutdown()
     load_end = _load()
 
-    base = {k: base1[k] + base2[k] for k in ("to_next", "state_period", "n_sent")}
+    base = {k: base1[k] + base2[k] for k in ("to_next", "state_period", "cmd_period", "n_sent")}
     ours_next, base_next = ours["to_next"], base["to_next"]
-    print(f"\npolicy: untrained MLP {args.hidden} (ONNX, 1 thread); {args.seconds:g} s per side; "
+    print(f"\npolicy: untrained MLP {args.hidden} (ONNX, 1 thread), {args.executor} executor; "
+          f"{args.seconds:g} s per side; "
           f"ours answered {len(ours_next)} of {ours['n_sent']} LowStates, baseline {len(base_next)} of "
           f"{base['n_sent']}; machine: {os.cpu_count()} CPUs, {load_start} at start, {load_end} at end; "
           f"whole run {time.perf_counter() - t_run:.0f} s\n")
@@ -391,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(row("state -> next LowCmd", ours_next, base_next))
     print(row("state -> new policy targets (vs baseline state -> LowCmd)", ours["to_policy"], base_next))
-    print(row("LowCmd period (baseline: event-driven, n/a)", ours["cmd_period"]))
+    print(row("LowCmd period (arrival spacing)", ours["cmd_period"], base["cmd_period"], ratio=False))
     print(row("LowState period (stand-in)", ours["state_period"], base["state_period"], ratio=False))
     print(row("PolicyRunner.step (bench process)", steps))
     print(f"\nbaseline halves (before / after ours): state -> LowCmd p50 {_pct(base1['to_next'], 50):.3f} / "
@@ -399,9 +418,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{_pct(base2['to_next'], 99):.3f} ms")
     d = ours["diag"]
     keys = ("compute_p99_ms", "policy_p99_ms", "period_p50_ms", "period_p99_ms", "period_max_ms", "overruns",
-            "lowstate", "rejected", "lowcmd")
-    print("policy node /diagnostics (loop timing over its last 2000 ticks; overruns and message counts since "
-          "its start): "
+            "fallback_ticks", "lowstate", "rejected", "lowcmd", "mode_machine_changes")
+    n_ours = max(1, ours["n_sent"])
+    print(f"goal (issue 10): ours answered {100 * len(ours_next) / n_ours:.1f} % (>= 95 %), p99 ratio "
+          f"{_pct(ours_next, 99) / _pct(base_next, 99):.2f} (<= 2), overruns {d_overruns(ours)} (0)")
+    print("policy node /diagnostics (tick timing over its last 2000 ticks; overruns = ticks more than one period "
+          "late, and message counts, since its start): "
           + ", ".join(f"{k} {d.get(k, '?')}" for k in keys))
     print("per-message work, median in this process (no contention from the nodes yet):")
     for k, v in costs.items():

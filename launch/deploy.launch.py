@@ -11,8 +11,8 @@ The bridge runs in real time here (the policy node's control loop runs on the wa
 Nodes: policy_node (config/policy_node.yaml), mujoco_bridge (sim only; config/mujoco_bridge.yaml),
 robot_state_publisher (URDF from bcg_sim.g1.to_urdf()) for the robot and for the reference ghost,
 rviz2 (config/g1.rviz), optionally `ros2 bag record`.
-Robot mode points FASTDDS_DEFAULT_PROFILES_FILE at config/fastdds_robot.xml (type propagation off, which
-the robot's Cyclone DDS 0.10 needs), restricted to `network_interface`.
+Both modes point FASTDDS_DEFAULT_PROFILES_FILE at config/fastdds_robot.xml (type propagation off, which
+the robot's Cyclone DDS 0.10 and unitree_sdk2py need); robot mode restricts it to `network_interface`.
 
 This needs a full ROS 2 install (launch, launch_ros, robot_state_publisher, rviz2); with pip-only rclpy use
 `bcg-sim2sim` instead (same nodes and parameter files, one process).
@@ -86,20 +86,23 @@ def fastdds_profile_for_interface(template: str, interface: str) -> str:
 
 
 def _robot_dds_env(context: LaunchContext) -> list:
-    """Robot mode: Fast DDS with type propagation off (Cyclone 0.10 interop), on the chosen interface.
-    Sim mode: discovery stays on this host, so a simulated /lowcmd can never reach a robot on the network."""
-    if context.perform_substitution(LaunchConfiguration("sim")).lower() == "true":
-        return [SetEnvironmentVariable("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")]
-    interface = context.perform_substitution(LaunchConfiguration("network_interface"))
+    """Both modes: Fast DDS with type propagation off (config/fastdds_robot.xml), so the robot's Cyclone DDS
+    0.10 and unitree_sdk2py can talk to the nodes (and to the simulator). Robot mode: restricted to the chosen
+    interface, discovery on the subnet. Sim mode: discovery stays on this host, so a simulated /lowcmd can
+    never reach a robot on the network."""
     profile = config_file("fastdds_robot.xml")
+    env = [SetEnvironmentVariable("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")]
+    if context.perform_substitution(LaunchConfiguration("sim")).lower() == "true":
+        return env + [SetEnvironmentVariable("FASTDDS_DEFAULT_PROFILES_FILE", profile),
+                      SetEnvironmentVariable("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")]
+    interface = context.perform_substitution(LaunchConfiguration("network_interface"))
     if interface:
         with open(profile) as f:
             text = fastdds_profile_for_interface(f.read(), interface)
         fd, profile = tempfile.mkstemp(prefix=f"bcg_fastdds_{interface}_", suffix=".xml")
         with os.fdopen(fd, "w") as f:
             f.write(text)
-    return [
-        SetEnvironmentVariable("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp"),
+    return env + [
         SetEnvironmentVariable("FASTDDS_DEFAULT_PROFILES_FILE", profile),
         # The robot is another host: discovery must leave localhost.
         SetEnvironmentVariable("ROS_AUTOMATIC_DISCOVERY_RANGE", "SUBNET"),

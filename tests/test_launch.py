@@ -173,13 +173,15 @@ PUBLISHER = textwrap.dedent("""
 """)
 
 
-def test_restricted_profile_loads_in_fastdds_and_talks_over_loopback(tmp_path):
+@pytest.mark.parametrize("variant", ["as_shipped", "restricted_to_lo"])
+def test_profile_loads_in_fastdds_and_talks_over_loopback(tmp_path, variant):
     pytest.importorskip("rclpy")
     from ros_helpers import RosSide, wait_for
     from std_msgs.msg import String
 
-    profile = tmp_path / "fastdds_lo.xml"
-    profile.write_text(_profile_function()((CONFIG / "fastdds_robot.xml").read_text(), "lo"))
+    profile = tmp_path / "fastdds.xml"
+    text = (CONFIG / "fastdds_robot.xml").read_text()
+    profile.write_text(text if variant == "as_shipped" else _profile_function()(text, "lo"))
     ros = RosSide("profile_check")  # sets this session's ROS_DOMAIN_ID (inherited by the publisher)
     env = dict(os.environ, FASTDDS_DEFAULT_PROFILES_FILE=str(profile), RMW_IMPLEMENTATION="rmw_fastrtps_cpp")
     proc = subprocess.Popen([sys.executable, "-c", PUBLISHER], env=env, stdout=subprocess.PIPE,
@@ -194,3 +196,53 @@ def test_restricted_profile_loads_in_fastdds_and_talks_over_loopback(tmp_path):
         ros.close()
     assert "XMLPARSER" not in out and "Error" not in out, out
     assert len(got) >= 3, out
+
+
+def _dds_env_function():
+    """deploy.launch.py's _robot_dds_env compiled alone, with launch's actions replaced by (name, value) pairs."""
+    tree = _tree("deploy.launch.py")
+    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)
+           and n.name in ("_robot_dds_env", "fastdds_profile_for_interface")]
+    ns: dict = {"ET": ET, "os": os, "tempfile": __import__("tempfile"),
+                "SetEnvironmentVariable": lambda name, value: (name, value),
+                "LaunchConfiguration": lambda name: name,
+                "config_file": lambda name: str(CONFIG / name)}
+    exec(compile(ast.Module(body=fns, type_ignores=[]), "deploy.launch.py", "exec"), ns)
+    return ns["_robot_dds_env"]
+
+
+class _Context:
+    def __init__(self, **values):
+        self.values = values
+
+    def perform_substitution(self, name):
+        return self.values[name]
+
+
+@pytest.mark.parametrize("sim, interface", [("true", ""), ("false", ""), ("false", "lo")])
+def test_both_launch_modes_load_the_robot_profile(sim, interface):
+    env = dict(_dds_env_function()(_Context(sim=sim, network_interface=interface)))
+    assert env["RMW_IMPLEMENTATION"] == "rmw_fastrtps_cpp"
+    profile = env["FASTDDS_DEFAULT_PROFILES_FILE"]
+    assert _type_propagation(ET.parse(profile).getroot()) == "disabled"
+    assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == ("LOCALHOST" if sim == "true" else "SUBNET")
+    if interface:
+        assert [e.text for e in ET.parse(profile).getroot().iter(f"{NS}interface")] == [interface]
+        os.unlink(profile)
+    else:
+        assert profile == str(CONFIG / "fastdds_robot.xml")
+
+
+def test_env_sh_and_the_nodes_default_to_the_robot_profile():
+    out = subprocess.run(["bash", "-c", "unset FASTDDS_DEFAULT_PROFILES_FILE; . ./env.sh && "
+                          "echo $FASTDDS_DEFAULT_PROFILES_FILE"], capture_output=True, text=True, cwd=REPO)
+    assert out.stdout.strip() == str(CONFIG / "fastdds_robot.xml"), out.stderr
+    # What bcg-policy-node, bcg-mujoco-bridge and bcg-sim2sim call before rclpy.init (a fresh process, so the
+    # environment of this one is untouched): unset -> the robot profile; a user's choice is kept.
+    code = "from bcg_policy_node.startup import use_robot_dds_profile as u; print(u())"
+    env = {k: v for k, v in os.environ.items() if k != "FASTDDS_DEFAULT_PROFILES_FILE"}
+    got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=REPO)
+    assert got.stdout.strip() == str(CONFIG / "fastdds_robot.xml"), got.stderr
+    got = subprocess.run([sys.executable, "-c", code], env=dict(env, FASTDDS_DEFAULT_PROFILES_FILE="/x.xml"),
+                         capture_output=True, text=True, cwd=REPO)
+    assert got.stdout.strip() == "/x.xml", got.stderr

@@ -148,6 +148,27 @@ def test_bad_crc_dropped_then_pd_command_moves_joint(bridge):
     wait_for(lambda: "dropped LowCmd" in proc.output(), 5.0, "the bad-CRC warning in the bridge log")
     elbow = ll.lowstate_to_state(latest["m"]).joint_pos[ELBOW]
     assert abs(elbow - DEFAULT[ELBOW]) < 0.05, "a bad-CRC LowCmd must not move the robot"
+    # A correct CRC but another robot type's mode_machine: the G1 drops it, so does the bridge (and says so
+    # on /diagnostics).
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    diags: list = []
+    dsub = ros.node.create_subscription(DiagnosticArray, "/diagnostics", diags.append, 10)
+    foreign = ll.make_lowcmd(q, kp, kd, mode_machine=6)
+    for _ in range(50):
+        pub.publish(foreign)
+        time.sleep(0.01)
+    wait_for(lambda: "mode_machine 6, this robot is 5" in proc.output(), 5.0, "the mode_machine warning")
+
+    def wrong_mm() -> int:
+        vals = [{kv.key: kv.value for kv in st.values} for d in diags for st in d.status
+                if st.name == "bcg mujoco_bridge"]
+        return int(vals[-1]["lowcmd_wrong_mode_machine"]) if vals else 0
+
+    wait_for(lambda: wrong_mm() > 0, 5.0, "lowcmd_wrong_mode_machine on /diagnostics")
+    ros.node.destroy_subscription(dsub)
+    elbow = ll.lowstate_to_state(latest["m"]).joint_pos[ELBOW]
+    assert abs(elbow - DEFAULT[ELBOW]) < 0.05, "a LowCmd for another mode_machine must not move the robot"
     good = ll.make_lowcmd(q, kp, kd, mode_machine=5)
     t_end = time.monotonic() + 1.5
     while time.monotonic() < t_end:  # stream like a policy node does

@@ -35,6 +35,7 @@ DAMPING_KD = 8.0
 # (correct) stale fault would pre-empt the fault a test induces. The stale test below still checks the
 # detection and its timing against this value; the 50 ms check itself is unit-tested in safety's tests.
 STALE_S = 0.4
+CONFLICT_HOLD_S = 0.5  # after a /lowstate source conflict the node refuses to leave DAMPING this long
 
 
 class BiasPolicy(torch.nn.Module):
@@ -59,7 +60,8 @@ def setup(tmp_path_factory):
     expected_q = np.clip(DEFAULT + np.array(contract.action_scale) * BIAS, LOWER, UPPER)
     node = NodeProcess("bcg_policy_node.policy_node",
                        policy_node_args(art, move_to_default_s=MOVE_S, damping_kd=DAMPING_KD,
-                                                        stale_timeout_s=STALE_S), tmp / "node.log")
+                                                        stale_timeout_s=STALE_S, conflict_hold_s=CONFLICT_HOLD_S),
+                       tmp / "node.log")
     ros = RosSide()
     robot = FakeRobot(ros, DEFAULT + 0.3)
     diags: list = []
@@ -151,7 +153,7 @@ def test_startup_sequence_crc_mode_machine_and_policy_targets(setup):
     assert robot.modes()[n_before:] == ["ZERO_TORQUE", "MOVE_TO_DEFAULT", "HOLD", "RUN"], robot.transitions
     for _, c, _ in run_cmds:  # targets = default + scale * policy action (float32 on the wire)
         np.testing.assert_allclose(c.q, expected_q, atol=1e-5)
-    assert len(run_cmds) > 200, f"only {len(run_cmds)} LowCmd in 0.9 s (500 Hz expected)"
+    assert len(run_cmds) > 0.5 * 0.9 * robot.rate_hz, f"only {len(run_cmds)} LowCmd in 0.9 s (robot {robot.rate_hz} Hz)"
     every = robot.cmds_since(0)
     assert all(ok for _, _, ok in every), "every LowCmd has a correct CRC"
     assert {c.mode_machine for _, c, _ in every} == {robot.mode_machine}, "mode_machine copied from the robot"
@@ -164,7 +166,10 @@ def test_startup_sequence_crc_mode_machine_and_policy_targets(setup):
     wait_for(lambda: any(s.message == "RUN" for d in diags for s in d.status), 3, "diagnostics in RUN")
     values = {kv.key: kv.value for kv in [s for d in diags for s in d.status][-1].values}
     print("loop timing:", {k: values[k] for k in values if "ms" in k or k == "overruns"})
-    assert float(values["period_p50_ms"]) == pytest.approx(2.0, abs=0.5)  # 500 Hz (2 shared cores here)
+    # Each LowState is answered by a tick, and the fallback timer ticks when the next one is 1.5 periods late:
+    # at the stand-in's 200 Hz, ticks come every 2.5 ms on average (2 shared cores here: median, not max).
+    assert float(values["period_p50_ms"]) <= 1e3 / robot.rate_hz, values
+    assert int(values["lowcmd"]) >= int(values["lowstate"]), "every LowState is answered"
 
 
 def test_stop_service_returns_to_default_pose(setup):
@@ -252,7 +257,89 @@ def test_fault_ends_in_damping(setup, mode, induce, cause):
     assert not ros.call_trigger("/policy_node/start").success, "DAMPING is latched until reset"
 
 
-def test_shutdown_ends_in_damping(setup):
+def _diag_values(diags) -> dict[str, str]:
+    st = [s for d in diags for s in d.status if s.name == "bcg_policy_node: control"]
+    return {kv.key: kv.value for kv in st[-1].values} if st else {}
+
+
+def _damp(ros, robot) -> None:
+    _to_mode(ros, robot, "HOLD")
+    assert ros.call_trigger("/policy_node/damp").success
+    wait_for(lambda: robot.mode() == "DAMPING", 2, "DAMPING")
+
+
+def test_reset_refused_while_the_state_is_stale(setup):
+    node, ros, robot, _, diags, _ = setup
+    _damp(ros, robot)
+    robot.publishing = False
+    time.sleep(STALE_S + 0.2)
+    r = ros.call_trigger("/policy_node/reset")
+    assert not r.success and "/lowstate stale" in r.message, r.message
+    assert robot.mode() == "DAMPING"
+    robot.publishing = True
+    time.sleep(0.1)
+    assert ros.call_trigger("/policy_node/reset").success, "fresh state again: RESET accepted"
+    wait_for(lambda: "/lowstate stale" in _diag_values(diags).get("last_refused", ""), 3, "refusal on /diagnostics")
+
+
+class Intruder:
+    """A second /lowstate publisher (another robot type: mode_machine 6) interleaving with the stand-in."""
+
+    def __init__(self, ros, seconds: float, rate_hz: float = 100.0):
+        from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+        from unitree_hg.msg import LowState
+
+        from bcg_policy_node import lowlevel as ll
+
+        qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT, history=HistoryPolicy.KEEP_LAST)
+        self.pub = ros.node.create_publisher(LowState, "/lowstate", qos)
+        self.msg = ll.make_lowstate(DEFAULT, np.zeros(29), [1.0, 0, 0, 0], np.zeros(3), mode_machine=6)
+        self.end = time.monotonic() + seconds
+        self.period = 1.0 / rate_hz
+
+    def run_while(self, fn):
+        """Publish until the time is up, calling fn() once on the way (after 0.2 s); returns its result."""
+        from bcg_policy_node.crc import lowstate_crc
+
+        result, tick = None, 10**6
+        t_call = time.monotonic() + 0.2
+        while time.monotonic() < self.end:
+            tick += 2
+            self.msg.tick = tick
+            self.msg.crc = lowstate_crc(self.msg)
+            self.pub.publish(self.msg)
+            if result is None and time.monotonic() >= t_call:
+                result = fn()
+            time.sleep(self.period)
+        return result
+
+
+def test_second_lowstate_publisher_blocks_leaving_damping(setup):
+    node, ros, robot, _, diags, _ = setup
+    _damp(ros, robot)
+    r = Intruder(ros, 0.6).run_while(lambda: ros.call_trigger("/policy_node/reset"))
+    assert not r.success and "mode_machine changed" in r.message, r.message
+    assert robot.mode() == "DAMPING"
+    wait_for(lambda: "mode_machine changed" in node.output(), 2, "the conflict in the node log")
+    wait_for(lambda: int(_diag_values(diags).get("mode_machine_changes", 0)) > 0, 10,
+             "mode_machine_changes on /diagnostics")
+    time.sleep(CONFLICT_HOLD_S + 0.1)
+    assert ros.call_trigger("/policy_node/reset").success, "one source again: RESET accepted"
+
+
+def test_tick_going_back_blocks_leaving_damping(setup):
+    node, ros, robot, _, diags, _ = setup
+    _damp(ros, robot)
+    robot._tick = 0  # the stand-in's tick restarts (a reboot, or another publisher)
+    time.sleep(0.05)
+    r = ros.call_trigger("/policy_node/reset")
+    assert not r.success and "tick did not increase" in r.message, r.message
+    wait_for(lambda: int(_diag_values(diags).get("tick_regressions", 0)) > 0, 10, "tick_regressions on /diagnostics")
+    time.sleep(CONFLICT_HOLD_S + 0.1)
+    assert ros.call_trigger("/policy_node/reset").success
+
+
+def test_shutdown_ends_in_damping(setup):  # the last test of this module: it stops the node
     node, ros, robot, *_ = setup
     _to_mode(ros, robot, "RUN")
     assert node.stop() == 0

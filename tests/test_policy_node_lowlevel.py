@@ -82,3 +82,37 @@ def test_remote_layout_matches_unitree():
     r = ll.decode_remote(raw)
     assert r.pressed("L2", "B") and not r.pressed("A")
     assert (r.lx, r.rx, r.ry, r.ly, r.l2) == (-1.0, 0.25, 0.5, 1.0, 0.75)
+
+
+def test_lowstate_from_cdr_bytes_equals_the_message_path():
+    """The policy node reads LowState from its serialized CDR bytes (raw subscription): same RobotState as
+    rclpy's message path, same CRC verdict and the same rejections."""
+    from rclpy.serialization import deserialize_message, serialize_message
+    from unitree_hg.msg import LowState
+
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        msg = ll.make_lowstate(rng.normal(0, 1, 29), rng.normal(0, 1, 29), [0.9, 0.1, -0.3, 0.2],
+                               rng.normal(0, 1, 3), rng.normal(0, 9, 3), tau_est=rng.normal(0, 5, 29),
+                               ddq=rng.normal(0, 9, 29), mode_machine=int(rng.integers(0, 256)),
+                               tick=int(rng.integers(0, 2**32)), wireless_remote=ll.encode_remote(["L1", "A"], lx=0.3))
+        for m in msg.motor_state:  # fields the CRC covers but the state does not use
+            m.temperature, m.vol, m.sensor, m.motorstate = [int(rng.integers(-99, 99))] * 2, 24.5, [7, 8], 3
+        msg.version, msg.reserve = [1, 2], [5, 6, 7, 8]
+        msg.crc = lowstate_crc(msg)
+        data = serialize_message(msg)
+        a, b = ll.lowstate_to_state(deserialize_message(data, LowState)), ll.lowstate_cdr_to_state(data)
+        for k in a.__dataclass_fields__:
+            x, y = getattr(a, k), getattr(b, k)
+            assert (np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y), k
+    for mutate, word in ((lambda d: d.__setitem__(200, d[200] ^ 1), "crc mismatch"),
+                         (lambda d: d.__setitem__(1, 0), "little-endian"),
+                         (lambda d: d.__delitem__(slice(-8, None)), "expected 2092 bytes")):
+        bad = bytearray(data)
+        mutate(bad)
+        with pytest.raises(ll.BadMessage, match=word):
+            ll.lowstate_cdr_to_state(bytes(bad))
+    msg.motor_state[4].q = float("nan")
+    msg.crc = lowstate_crc(msg)
+    with pytest.raises(ll.BadMessage, match=r"motor_state\[:29\].q has non-finite values at index \[4\]"):
+        ll.lowstate_cdr_to_state(serialize_message(msg))

@@ -5,6 +5,8 @@ policy -> non-zero exit."""
 
 from __future__ import annotations
 
+import shutil
+import signal
 import subprocess
 import sys
 
@@ -15,7 +17,7 @@ pytest.importorskip("rclpy")
 pytest.importorskip("unitree_hg.msg")
 torch = pytest.importorskip("torch")
 
-from ros_helpers import REPO, isolated_domain  # noqa: E402
+from ros_helpers import REPO, isolated_domain, wait_for  # noqa: E402
 
 from bcg_policy_node.bags import bag_topics, deserialize, read_bag  # noqa: E402
 from bcg_sim.policy import default_contract, export_policy  # noqa: E402
@@ -43,7 +45,7 @@ def run(tmp_path_factory):
     bag = d / "bag"
     r = subprocess.run([sys.executable, "-m", "bcg_policy_node.sim2sim", "--policy", str(hold), "--duration",
                         str(SIM_S), "--fast", "--start", "--record", str(bag)],
-                       capture_output=True, text=True, timeout=180, cwd=REPO)
+                       capture_output=True, text=True, timeout=600, cwd=REPO)  # a hang guard: slow under load
     return r, d, hold, bag
 
 
@@ -55,6 +57,9 @@ def test_policy_runs_and_robot_stays_up(run):
     assert abs(topics["/lowcmd"][1] - topics["/lowstate"][1]) <= 1  # and one LowCmd answering each
     transitions = [deserialize(m).data for m in read_bag(bag, ["/policy_node/transitions"])]
     assert [t.split(" -> ")[1].split(":")[0] for t in transitions] == ["ZERO_TORQUE", "MOVE_TO_DEFAULT", "HOLD", "RUN"]
+    # The state machine runs on /clock: the move takes config/policy_node.yaml's 2.0 s of sim time whatever
+    # the machine's load (on the wall clock it took 0.24 s of sim time on a loaded machine).
+    assert "reached the default pose after 2.00 s" in transitions[2], transitions
     stamps = np.array([m.timestamp_ns for m in read_bag(bag, ["/lowstate"])]) * 1e-9
     assert 0 <= stamps[0] < 0.1 and abs(stamps[-1] - SIM_S) < 0.1  # --fast: recorded on sim time (/clock)
     z = np.array([deserialize(m).pose.position.z for m in read_bag(bag, ["/sim/ground_truth"])])
@@ -73,3 +78,56 @@ def test_check_policy_on_recorded_bag(run):
     bad = subprocess.run([sys.executable, "-m", "bcg_policy_node.replay", str(bag), "--check-policy", str(other)],
                          capture_output=True, text=True, timeout=120, cwd=REPO)
     assert bad.returncode == 1 and "MISMATCH" in bad.stdout, bad.stdout + bad.stderr
+
+
+def _sim2sim(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bcg_policy_node.sim2sim", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO)
+
+
+def test_start_that_never_reaches_run_exits_non_zero(run):
+    _, _, hold, _ = run
+    r = _sim2sim("--policy", str(hold), "--duration", "1.0", "--start")  # the move alone takes 2 s
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "--start given but the policy never ran (RUN not reached in 1.00 s of sim time" in r.stderr
+
+
+def test_sigterm_ends_without_traceback_and_keeps_the_summary(run, tmp_path):
+    _, _, hold, _ = run
+    log = tmp_path / "sim2sim.log"
+    with open(log, "w") as f:
+        proc = subprocess.Popen([sys.executable, "-u", "-m", "bcg_policy_node.sim2sim", "--policy", str(hold),
+                                 "--duration", "60", "--start"], stdout=f, stderr=subprocess.STDOUT, cwd=REPO)
+        try:
+            wait_for(lambda: "-> MOVE_TO_DEFAULT" in log.read_text(), 60, "the run to start")
+            proc.send_signal(signal.SIGTERM)
+            rc = proc.wait(30)
+        finally:
+            proc.kill()
+    out = log.read_text()
+    assert rc == 130, out
+    assert "Traceback" not in out and "interrupted (SIGTERM)" in out, out
+    assert "MOVE_TO_DEFAULT -> DAMPING: node shutdown" in out or "RUN -> DAMPING: node shutdown" in out, out
+    assert "s sim in" in out.splitlines()[-1], out  # the summary line is the last line
+
+
+@pytest.mark.parametrize("broken", ["params_yaml", "truncated_onnx"])
+def test_bad_input_is_one_line_exit_2(run, tmp_path, broken):
+    _, _, hold, _ = run
+    args = ["--policy", str(hold), "--duration", "0.1"]
+    if broken == "params_yaml":
+        bad = tmp_path / "bad.yaml"
+        bad.write_text("policy_node:\n  ros__parameters:\n    max_tilt_rad: [0.8\n")
+        args += ["--ros-args", "--params-file", str(bad)]
+        want = f"parameter file {bad}: YAML syntax error at line 4"
+    else:
+        art = tmp_path / "art"
+        shutil.copytree(hold, art)
+        onnx = next(art.glob("*.onnx"))
+        onnx.write_bytes(onnx.read_bytes()[:200])
+        args[1] = str(art)
+        want = "cannot start:"
+    r = _sim2sim(*args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = [ln for ln in r.stderr.strip().splitlines() if not ln.startswith("[INFO]")]  # node start-up logs
+    assert len(lines) == 1 and want in lines[0] and "Traceback" not in r.stderr, r.stderr

@@ -38,6 +38,7 @@ import mujoco
 import numpy as np
 import rclpy
 from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Pose, PoseArray, PoseStamped
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException
@@ -48,11 +49,11 @@ from std_msgs.msg import String, UInt8MultiArray
 from std_srvs.srv import Trigger
 from unitree_hg.msg import LowCmd, LowState
 
-from bcg_policy_node import lowlevel
+from bcg_policy_node import lowlevel, startup
 from bcg_policy_node.lowlevel import BadMessage, MotorCommand
 from bcg_sim.config import ConfigError, from_dict, resolve_config_path
 from bcg_sim.g1 import MOTORS, joints, load_mujoco
-from bcg_sim.g1.joints import stand_gains
+from bcg_sim.g1.joints import VARIANTS, stand_gains
 
 # ---------------------------------------------------------------------------------------------------------
 # Configuration
@@ -65,10 +66,12 @@ class BridgeConfig:
     variant: str  # G1 model variant, "29dof" or "23dof"
     physics_dt: float  # [s] MuJoCo timestep; the PD law is recomputed every step
     lowstate_rate_hz: float  # /lowstate publication rate in sim time [Hz]
-    realtime: bool  # true: sim time follows the wall clock; false: as fast as possible + /clock
+    realtime: bool  # true: sim time follows the wall clock; false: sim time on /clock, lockstep (below)
+    lockstep_timeout_s: float  # realtime false: step when the last LowState was answered by a LowCmd or
+    # after this many wall s without one (0: free-running, as fast as possible)
     start_pose: str  # "standing" (default joint pose, feet on the ground) or "lying" (on the back)
     hold_start_pose: bool  # PD-hold the start pose (stand gains) until the first LowCmd with kp > 0 (gantry)
-    mode_machine: int  # robot type reported in LowState (G1 = 5)
+    mode_machine: int  # robot type reported in LowState (G1 = 5); a LowCmd with another one is dropped
     noise_q_std: float  # [rad] Gaussian noise on reported joint positions
     noise_dq_std: float  # [rad/s]
     noise_gyro_std: float  # [rad/s]
@@ -83,6 +86,8 @@ class BridgeConfig:
     seed: int  # noise seed
 
     def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ConfigError(f"variant must be one of {sorted(VARIANTS)}, got {self.variant!r}")
         if self.physics_dt <= 0 or self.physics_dt > 0.005:
             raise ConfigError(f"physics_dt must be in (0, 0.005] s, got {self.physics_dt}")
         steps = 1.0 / (self.lowstate_rate_hz * self.physics_dt)
@@ -93,7 +98,8 @@ class BridgeConfig:
         if self.start_pose not in ("standing", "lying"):
             raise ConfigError(f"start_pose must be 'standing' or 'lying', got {self.start_pose!r}")
         for name in ("noise_q_std", "noise_dq_std", "noise_gyro_std", "noise_acc_std",
-                     "state_latency_s", "cmd_latency_s", "ground_truth_rate_hz", "remote_press_s"):
+                     "state_latency_s", "cmd_latency_s", "ground_truth_rate_hz", "remote_press_s",
+                     "lockstep_timeout_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.max_catchup_steps < 1:
@@ -318,15 +324,23 @@ class MujocoBridge(Node):
         self._cmd_queue: deque[tuple[float, MotorCommand]] = deque()  # (apply at sim time, command)
         self._remote_base = lowlevel.encode_remote()
         self._presses: list[tuple[float, int]] = []  # (release at sim time, button bits)
-        self._gt_bodies = self.sim.body_ids(self.cfg.ground_truth_bodies)
+        try:
+            self._gt_bodies = self.sim.body_ids(self.cfg.ground_truth_bodies)
+        except ValueError as exc:
+            raise ConfigError(f"parameters of node {self.get_name()!r}: ground_truth_bodies: {exc}") from None
         self._next_gt = 0.0
-        self.bad_cmd_count = 0  # LowCmds dropped (bad CRC, wrong length, non-finite)
+        self.bad_cmd_count = 0  # LowCmds dropped (bad CRC, wrong length, non-finite, wrong mode_machine)
+        self.wrong_mode_machine_count = 0  # of those, with a mode_machine other than this robot's
+        self._last_drop = ""
+        self._answered = True  # lockstep: the last LowState got a LowCmd
+        self._last_step_wall = -math.inf
         self.cmd_count = 0  # LowCmds accepted
         self.lag_events = 0  # real time: times the sim skipped ahead because the process lagged
         self.pub_state = self.create_publisher(LowState, "lowstate", 10)
         self.pub_gt = self.create_publisher(PoseStamped, "sim/ground_truth", 10)
         self.pub_bodies = self.create_publisher(PoseArray, "sim/body_poses", 10)
         self.pub_clock = None if self.cfg.realtime else self.create_publisher(ClockMsg, "/clock", 10)
+        self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_subscription(LowCmd, "lowcmd", self._on_lowcmd, 10)
         self.create_subscription(String, "sim/press", self._on_press, 10)
         self.create_subscription(UInt8MultiArray, "sim/wireless_remote", self._on_remote, 10)
@@ -337,12 +351,17 @@ class MujocoBridge(Node):
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
         self._wall_t0 = self._now_wall()
         self._sim_t0 = self.sim.data.time
-        period = 1.0 / self.cfg.lowstate_rate_hz if self.cfg.realtime else 0.0
-        self.timer = self.create_timer(period, self._on_timer, clock=self._wall)
         c = self.cfg
+        # Lockstep: LowCmd callbacks step the sim; the timer only restarts it after lockstep_timeout_s.
+        period = (1.0 / c.lowstate_rate_hz if c.realtime
+                  else c.lockstep_timeout_s / 4 if c.lockstep_timeout_s > 0 else 0.0)
+        self.timer = self.create_timer(period, self._on_timer, clock=self._wall)
+        self.create_timer(1.0, self._publish_diagnostics, clock=self._wall)
+        pace = ("real time" if c.realtime else f"lockstep with /lowcmd (+/clock, {c.lockstep_timeout_s} s timeout)"
+                if c.lockstep_timeout_s > 0 else "as fast as possible (+/clock)")
         self.get_logger().info(
             f"G1 {c.variant} in MuJoCo: physics {1 / c.physics_dt:.0f} Hz, lowstate {c.lowstate_rate_hz:.0f} Hz, "
-            f"{'real time' if c.realtime else 'as fast as possible (+/clock)'}, start {c.start_pose}"
+            f"{pace}, start {c.start_pose}"
             f"{' (held until the first position LowCmd)' if c.hold_start_pose else ''}")
 
     def _now_wall(self) -> float:
@@ -356,22 +375,38 @@ class MujocoBridge(Node):
     def _on_lowcmd(self, msg: LowCmd) -> None:
         try:
             cmd = lowlevel.lowcmd_to_command(msg, check_crc=True)
+            if msg.mode_machine != self.cfg.mode_machine:  # a command meant for another robot type
+                self.wrong_mode_machine_count += 1
+                raise BadMessage(f"mode_machine {msg.mode_machine}, this robot is {self.cfg.mode_machine}")
         except BadMessage as exc:  # the robot drops it too; warn at most once per period
             self.bad_cmd_count += 1
+            self._last_drop = str(exc)
             self.get_logger().warning(f"dropped LowCmd ({self.bad_cmd_count} so far): {exc}",
                                       throttle_duration_sec=self.cfg.bad_crc_log_period_s)
-            return
-        self.cmd_count += 1
-        if self.cfg.cmd_latency_s > 0:
-            self._cmd_queue.append((self.sim_time + self.cfg.cmd_latency_s, cmd))
         else:
-            self.sim.set_command(cmd)
+            self.cmd_count += 1
+            if self.cfg.cmd_latency_s > 0:
+                self._cmd_queue.append((self.sim_time + self.cfg.cmd_latency_s, cmd))
+            else:
+                self.sim.set_command(cmd)
+        if self._lockstep and not self._answered:  # the LowState was answered: next step
+            self._answered = True
+            self.tick()
+
+    @property
+    def _lockstep(self) -> bool:
+        return not self.cfg.realtime and self.cfg.lockstep_timeout_s > 0 and not self.timer.is_canceled()
 
     def press(self, combo: str) -> None:
         """Hold the buttons of `combo` ('start', 'L1+A'; names of lowlevel.BUTTONS) for remote_press_s."""
         names = [n.strip() for n in combo.split("+")]
         bits = int.from_bytes(lowlevel.encode_remote(names)[2:4], "little")  # ValueError on unknown names
         self._presses.append((self.sim_time + self.cfg.remote_press_s, bits))
+
+    @property
+    def pressing(self) -> bool:
+        """An emulated remote press is still held (sim time)."""
+        return any(until > self.sim_time for until, _ in self._presses)
 
     def _on_press(self, msg: String) -> None:
         try:
@@ -401,7 +436,8 @@ class MujocoBridge(Node):
     # -- stepping ----------------------------------------------------------------------------------
     def _on_timer(self) -> None:
         if not self.cfg.realtime:
-            self.tick()
+            if not self._lockstep or self._now_wall() - self._last_step_wall >= self.cfg.lockstep_timeout_s:
+                self.tick()  # free-running, or nobody answered (no policy node yet, a lost message)
             return
         behind = self._sim_t0 + (self._now_wall() - self._wall_t0) - self.sim_time
         n = int(behind * self.cfg.lowstate_rate_hz + 1e-6)
@@ -421,6 +457,8 @@ class MujocoBridge(Node):
             self.sim.set_command(self._cmd_queue.popleft()[1])
         self.sim.step(self.cfg.steps_per_state)
         t = self.sim_time
+        self._answered = False
+        self._last_step_wall = self._now_wall()
         if self.pub_clock is not None:
             self.pub_clock.publish(ClockMsg(clock=_stamp(t)))
         self._state_queue.append((t, self._lowstate(t)))
@@ -461,6 +499,20 @@ class MujocoBridge(Node):
         return lowlevel.fill_lowstate(msg, q, dq, s.quat, s.gyro, s.acc, tau, ddq, mode_machine=c.mode_machine,
                                       tick=int(round(t * 1000)), wireless_remote=self._remote_bytes())
 
+    def _publish_diagnostics(self) -> None:
+        st = DiagnosticStatus(name="bcg mujoco_bridge", hardware_id="g1-sim")
+        st.level = DiagnosticStatus.WARN if self.bad_cmd_count else DiagnosticStatus.OK
+        st.message = f"sim time {self.sim_time:.2f} s" + (f"; dropped LowCmd: {self._last_drop}"
+                                                          if self.bad_cmd_count else "")
+        values = {"sim_time_s": f"{self.sim_time:.3f}", "lowcmd_accepted": str(self.cmd_count),
+                  "lowcmd_dropped": str(self.bad_cmd_count),
+                  "lowcmd_wrong_mode_machine": str(self.wrong_mode_machine_count),
+                  "last_dropped": self._last_drop or "-", "lag_events": str(self.lag_events)}
+        st.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+        arr = DiagnosticArray(status=[st])
+        arr.header.stamp = _stamp(self.sim_time)
+        self.pub_diag.publish(arr)
+
     def _publish_ground_truth(self, t: float) -> None:
         pos, quat = self.sim.pelvis_pose()
         msg = PoseStamped()
@@ -495,13 +547,36 @@ def ros_args_with_default_params(argv: list[str], default_yamls: Sequence[str]) 
     return list(argv[:i]) + files + list(argv[i:])
 
 
+def help_text() -> str:
+    try:
+        path = resolve_config_path("mujoco_bridge.yaml")
+        defaults = "\n".join(f"  {k} = {v!r}" for k, v in
+                             startup.yaml_section(path, "mujoco_bridge").items())
+        where = f"Parameters (every key required) and their values in {path}:"
+    except ConfigError as exc:
+        defaults, where = "", f"Parameters: {exc}"
+    return (f"usage: bcg-mujoco-bridge [--help] [--ros-args --params-file FILE -p name:=value ...]\n"
+            f"(`ros2 run bcg_policy_node mujoco_bridge`; config/mujoco_bridge.yaml is used when no "
+            f"--params-file is given)\n{__doc__}\n{where}\n{defaults}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     """`ros2 run bcg_policy_node mujoco_bridge [--ros-args -p realtime:=false ...]` / `bcg-mujoco-bridge`."""
     argv = list(sys.argv if argv is None else argv)
-    rclpy.init(args=ros_args_with_default_params(argv, ["mujoco_bridge.yaml"]))
+    if startup.wants_help(argv[1:]):
+        print(help_text())
+        return 0
+    try:
+        args = ros_args_with_default_params(argv, ["mujoco_bridge.yaml"])
+        startup.check_params_files(args)
+    except ConfigError as exc:
+        print(f"bcg-mujoco-bridge: {exc}", file=sys.stderr)
+        return 2
+    startup.use_robot_dds_profile()
+    rclpy.init(args=args)
     try:
         node = MujocoBridge()
-    except ConfigError as exc:
+    except (ConfigError, ValueError) as exc:
         print(f"bcg-mujoco-bridge: {exc}", file=sys.stderr)
         rclpy.try_shutdown()
         return 2

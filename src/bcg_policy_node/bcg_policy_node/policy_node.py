@@ -1,19 +1,29 @@
 """bcg_policy_node: runs an exported policy on the G1 over unitree_hg LowState/LowCmd.
 
+    bcg-policy-node [--help] --ros-args --params-file config/policy_node.yaml -p policy_path:=DIR
+
 Topics: sub /lowstate (unitree_hg/LowState, best effort: matches reliable and best-effort writers);
 pub /lowcmd (unitree_hg/LowCmd, reliable, CRC set, mode_machine copied from the robot), /joint_states and
 /reference/joint_states (sensor_msgs/JointState), /reference/root_pose (geometry_msgs/PoseStamped, frame
 `world` = the IMU's yaw-aligned frame), /diagnostics (diagnostic_msgs/DiagnosticArray),
 ~/transitions (std_msgs/String "SRC -> DST: cause", transient local).
 Services (std_srvs/Trigger): ~/start, ~/stop, ~/damp, ~/reset.
-Parameters: config/policy_node.yaml (policy_node: ros__parameters: ...).
+Parameters: config/policy_node.yaml (policy_node: ros__parameters: ...), read into PolicyNodeConfig:
+unknown keys, wrong types and out-of-range values are startup errors (one line, exit status 2).
 
-Timing: a dedicated loop thread ticks at cmd_rate_hz (500 Hz) with absolute deadlines and sends a LowCmd
-every tick (holding the latest targets); the policy runs every control_dt (from the policy's metadata) on
-a tick. The ROS executor (subscription, services) runs in another thread and only stores the latest
-validated state and queues operator events, so the loop never waits on ROS callbacks.
+Timing: one thread. Every valid LowState is answered at once from its subscription callback with one
+control tick (the robot streams LowState at 500 Hz, so LowCmd follows at the same rate with the least
+latency); a fallback timer at twice cmd_rate_hz ticks when no LowState came for 1.5 command periods, so
+commands (and the stale-state fault) keep coming when the robot's stream stalls. The policy runs every
+control_dt (from the policy's metadata) on a tick. Time is the node's clock: the steady wall clock, or
+/clock when use_sim_time is set (then move-to-default, stale timeout and policy rate are in sim time).
+The executor is rclpy's EventsExecutor (parameter `executor`; bench/node_latency.py measures both).
 State machine and safety: see state_machine.py and safety.py. Gains: MOVE_TO_DEFAULT and HOLD use the joint
 table's stand gains (bcg_sim.g1.stand_gains); RUN uses the policy's kp/kd from its metadata.
+Source checks: a LowState whose mode_machine differs from the previous one, or whose tick does not
+increase, is a source conflict (a second /lowstate publisher, a robot reboot): logged, counted on
+/diagnostics, and for conflict_hold_s afterwards the node refuses to leave DAMPING or ZERO_TORQUE. RESET is
+refused while the state is stale.
 """
 
 from __future__ import annotations
@@ -22,15 +32,15 @@ import math
 import os
 import signal
 import sys
-import threading
 import time
 from collections import deque
-from typing import Any
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
+from rclpy.clock import Clock, ClockType
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -38,40 +48,87 @@ from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
-from unitree_hg.msg import LowCmd, LowState
+from unitree_hg.msg import LowCmd, LowState  # noqa: F401 - LowState: the subscription's type (raw bytes)
 
 from bcg_policy_node import lowlevel as ll
+from bcg_policy_node import startup
+from bcg_policy_node.crc import lowcmd_crc
 from bcg_policy_node.policy_runner import PolicyFault, PolicyRunner
 from bcg_policy_node.safety import SafetyLimits, check_joint_limits, check_stale, check_tilt
 from bcg_policy_node.state_machine import ACTIVE, Event, Mode, StateMachine, Transition
+from bcg_sim.config import ConfigError, from_dict
 from bcg_sim.g1.joints import joint_names, stand_gains
 from bcg_sim.policy import load_policy, projected_gravity
 
-PARAMS: dict[str, Any] = {  # name -> default; config/policy_node.yaml documents each
-    "policy_path": "",
-    "policy_runtime": "onnx",
-    "lowstate_topic": "/lowstate",
-    "lowcmd_topic": "/lowcmd",
-    "cmd_rate_hz": 500.0,
-    "stale_timeout_s": 0.05,
-    "check_lowstate_crc": True,
-    "move_to_default_s": 2.0,
-    "zero_torque_auto_start_s": -1.0,
-    "damping_kd": 8.0,
-    "max_tilt_rad": 0.8,
-    "joint_limit_margin_rad": 0.1,
-    "on_clip_end": "continue",
-    "mode_pr": 0,
-    "remote_start": ["start"],
-    "remote_stop": ["X"],
-    "remote_damp": ["select", "L2+B"],
-    "remote_reset": ["L1+Y"],
-    "state_pub_rate_hz": 50.0,
-    "diagnostics_rate_hz": 1.0,
-    "shutdown_damping_s": 0.2,
-    "gil_switch_interval_s": 0.0005,
-    "rt_priority": 0,
-}
+PROG = "bcg-policy-node"
+NODE_NAME = "policy_node"
+# Parameters every rclpy node declares itself; not part of the node's config.
+ROS_BUILTIN_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
+EXECUTORS = ("events", "single_threaded")
+FALLBACK_TICK_PERIODS = 1.5  # no LowState for this many command periods: the fallback timer ticks
+
+
+@dataclass(frozen=True)
+class PolicyNodeConfig:
+    """The policy node's parameters (config/policy_node.yaml documents each; these are the defaults)."""
+
+    policy_path: str = ""
+    policy_runtime: str = "onnx"
+    lowstate_topic: str = "/lowstate"
+    lowcmd_topic: str = "/lowcmd"
+    cmd_rate_hz: float = 500.0
+    stale_timeout_s: float = 0.05
+    check_lowstate_crc: bool = True
+    move_to_default_s: float = 2.0
+    zero_torque_auto_start_s: float = -1.0
+    damping_kd: float = 8.0
+    max_tilt_rad: float = 0.8
+    joint_limit_margin_rad: float = 0.1
+    on_clip_end: str = "continue"
+    mode_pr: int = 0
+    remote_start: list[str] = field(default_factory=lambda: ["start"])
+    remote_stop: list[str] = field(default_factory=lambda: ["X"])
+    remote_damp: list[str] = field(default_factory=lambda: ["select", "L2+B"])
+    remote_reset: list[str] = field(default_factory=lambda: ["L1+Y"])
+    state_pub_rate_hz: float = 50.0
+    diagnostics_rate_hz: float = 1.0
+    shutdown_damping_s: float = 0.2
+    conflict_hold_s: float = 1.0
+    executor: str = "events"
+    rt_priority: int = 0
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("policy_runtime", self.policy_runtime in ("onnx", "torchscript", "auto"), "onnx, torchscript or auto"),
+            ("cmd_rate_hz", self.cmd_rate_hz > 0, "> 0"),
+            ("stale_timeout_s", self.stale_timeout_s > 0, "> 0"),
+            ("move_to_default_s", self.move_to_default_s >= 0, ">= 0"),
+            ("damping_kd", self.damping_kd >= 0, ">= 0"),
+            ("max_tilt_rad", 0 < self.max_tilt_rad <= math.pi, "in (0, pi]"),
+            ("joint_limit_margin_rad", self.joint_limit_margin_rad >= 0, ">= 0"),
+            ("on_clip_end", self.on_clip_end in ("continue", "stop"), "continue or stop"),
+            ("mode_pr", self.mode_pr in (0, 1), "0 (pitch/roll) or 1 (A/B)"),
+            ("state_pub_rate_hz", self.state_pub_rate_hz >= 0, ">= 0 (0 = off)"),
+            ("diagnostics_rate_hz", self.diagnostics_rate_hz >= 0, ">= 0 (0 = off)"),
+            ("shutdown_damping_s", self.shutdown_damping_s >= 0, ">= 0"),
+            ("conflict_hold_s", self.conflict_hold_s >= 0, ">= 0"),
+            ("executor", self.executor in EXECUTORS, " or ".join(EXECUTORS)),
+            ("rt_priority", 0 <= self.rt_priority <= 99, "in 0..99"),
+        )
+        for key, ok, want in checks:
+            if not ok:
+                raise ValueError(f"{key} must be {want}, got {getattr(self, key)!r}")
+
+
+def config_from_node(node: Node) -> PolicyNodeConfig:
+    """PolicyNodeConfig from the node's parameter overrides; unknown keys, types and ranges fail."""
+    params = {name: p.value for name, p in node.get_parameters_by_prefix("").items()
+              if name not in ROS_BUILTIN_PARAMETERS}
+    cfg = from_dict(PolicyNodeConfig, params, where=f"parameters of node {node.get_name()!r}")
+    if not cfg.policy_path:
+        raise ConfigError("parameter policy_path is empty: give an exported policy folder "
+                          "(e.g. `bcg-policy export-hold -o DIR` for the hold-the-default-pose policy)")
+    return cfg
 
 
 class RemoteMapper:
@@ -103,14 +160,25 @@ class RemoteMapper:
 
 
 class LoopStats:
-    """Control-loop timing over the last N ticks: period (tick to tick) and compute time, in s."""
+    """Control-loop timing over the last N ticks: period (tick to tick) and compute time, in s of the
+    node's clock. An overrun is a tick more than one period late (gap > 2 periods)."""
 
     def __init__(self, nominal_s: float, n: int = 2000):
         self.nominal = nominal_s
         self.period = deque(maxlen=n)
         self.compute = deque(maxlen=n)
         self.policy = deque(maxlen=n // 10)
-        self.overruns = 0  # ticks that started more than one period late
+        self.overruns = 0
+        self.fallback_ticks = 0  # ticks of the fallback timer (LowState late)
+        self._last: float | None = None
+
+    def tick(self, now: float) -> None:
+        if self._last is not None:
+            gap = now - self._last
+            self.period.append(gap)
+            if gap > 2 * self.nominal:
+                self.overruns += 1
+        self._last = now
 
     def summary(self) -> dict[str, float]:
         def pct(d, q):
@@ -118,75 +186,94 @@ class LoopStats:
 
         return {"period_p50_ms": pct(self.period, 50), "period_p99_ms": pct(self.period, 99),
                 "period_max_ms": pct(self.period, 100), "compute_p99_ms": pct(self.compute, 99),
-                "policy_p99_ms": pct(self.policy, 99), "overruns": float(self.overruns)}
+                "policy_p99_ms": pct(self.policy, 99), "overruns": float(self.overruns),
+                "fallback_ticks": float(self.fallback_ticks)}
+
+
+class SourceMonitor:
+    """Flags LowStates that cannot come from one healthy robot: mode_machine changing between messages,
+    tick not increasing. `conflict(state)` returns the cause or None and remembers the state."""
+
+    def __init__(self) -> None:
+        self.mode_machine: int | None = None
+        self.tick: int | None = None
+        self.counts = {"mode_machine_changes": 0, "tick_regressions": 0}
+        self.last = ""
+
+    def conflict(self, state: ll.RobotState) -> str | None:
+        cause = None
+        if self.mode_machine is not None and state.mode_machine != self.mode_machine:
+            self.counts["mode_machine_changes"] += 1
+            cause = (f"mode_machine changed {self.mode_machine} -> {state.mode_machine} "
+                     "(a second /lowstate publisher?)")
+        elif self.tick is not None and state.tick <= self.tick:
+            self.counts["tick_regressions"] += 1
+            cause = f"LowState tick did not increase ({self.tick} -> {state.tick})"
+        self.mode_machine, self.tick = state.mode_machine, state.tick
+        if cause:
+            self.last = cause
+        return cause
 
 
 class PolicyNode(Node):
     def __init__(self) -> None:
-        super().__init__("policy_node")
-        self.p = {k: self.declare_parameter(k, v).value for k, v in PARAMS.items()}
-        self._check_params()
-        sys.setswitchinterval(self.p["gil_switch_interval_s"])  # loop thread gets the GIL back quickly
-        self.policy = self._load_policy()
+        super().__init__(NODE_NAME, automatically_declare_parameters_from_overrides=True)
+        self.cfg = cfg = config_from_node(self)
+        self._sim_time = bool(self.get_parameter("use_sim_time").value)
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self.policy = load_policy(cfg.policy_path, runtime=cfg.policy_runtime)
         self.runner = PolicyRunner(self.policy)
         c = self.policy.contract
-        self.decimation = self._decimation(c.control_dt)
-        self.limits = SafetyLimits.from_params(self.p["stale_timeout_s"], self.p["max_tilt_rad"],
-                                               self.p["joint_limit_margin_rad"])
+        self.period = 1.0 / cfg.cmd_rate_hz
+        self.control_dt = c.control_dt
+        self._check_control_dt(c.control_dt)
+        self.limits = SafetyLimits.from_params(cfg.stale_timeout_s, cfg.max_tilt_rad, cfg.joint_limit_margin_rad)
         stand_kp, stand_kd = stand_gains("29dof")
         self.sm = StateMachine(np.array(c.default_joint_pos), np.array(c.kp), np.array(c.kd),
                                np.array(stand_kp), np.array(stand_kd),
-                               self.p["move_to_default_s"], on_transition=self._on_transition)
-        self.remote = RemoteMapper({e: list(self.p[f"remote_{e.value}"]) for e in Event})
-        self.stats = LoopStats(1.0 / self.p["cmd_rate_hz"])
-        self._lock = threading.Lock()
+                               cfg.move_to_default_s, on_transition=self._on_transition)
+        self.modes_entered: set[Mode] = set()
+        self.remote = RemoteMapper({e: list(getattr(cfg, f"remote_{e.value}")) for e in Event})
+        self.stats = LoopStats(self.period)
+        self.source = SourceMonitor()
         self._state: ll.RobotState | None = None
-        self._state_time = -math.inf  # monotonic s of the last valid LowState
+        self._state_time = -math.inf  # node-clock s of the last valid LowState
+        self._last_tick_time = -math.inf
+        self._conflict_time = -math.inf  # node-clock s of the last source conflict
         self._mode_machine = 0
-        self._events: deque[tuple[Event, str]] = deque()
-        self._counts = {"lowstate": 0, "rejected": 0, "lowcmd": 0}
+        self._counts = {"lowstate": 0, "rejected": 0, "lowcmd": 0, "refused": 0}
         self._last_reject = ""
+        self._last_refusal = ""
         self._policy_q: np.ndarray | None = None
+        self._next_policy_t = 0.0
         self._tick = 0
-        self._run_tick0 = 0
         self._run_pending = False
         self._cmd = LowCmd()
         self._cmd_key: tuple | None = None  # what self._cmd currently holds
         self._make_ros_io()
         self.get_logger().info(
             f"policy {self.policy.path} ({self.policy.runtime}, n_obs {c.n_obs}, policy every "
-            f"{c.control_dt * 1e3:.0f} ms = {self.decimation} ticks at {self.p['cmd_rate_hz']:.0f} Hz); "
-            f"remote: start={self.p['remote_start']} stop={self.p['remote_stop']} damp={self.p['remote_damp']} "
-            f"reset={self.p['remote_reset']}; waiting for {self.p['lowstate_topic']}")
+            f"{c.control_dt * 1e3:.0f} ms, LowCmd per LowState, fallback {cfg.cmd_rate_hz:.0f} Hz, "
+            f"{'sim time' if self._sim_time else 'wall time'}, {cfg.executor} executor); remote: "
+            f"start={cfg.remote_start} stop={cfg.remote_stop} damp={cfg.remote_damp} reset={cfg.remote_reset}; "
+            f"waiting for {cfg.lowstate_topic}")
 
     # --- setup ---
-    def _check_params(self) -> None:
-        p = self.p
-        if not p["policy_path"]:
-            raise ValueError("parameter policy_path is empty: give an exported policy folder "
-                             "(e.g. `bcg-policy export-hold -o DIR` for the hold-the-default-pose policy)")
-        if p["on_clip_end"] not in ("continue", "stop"):
-            raise ValueError(f"on_clip_end must be 'continue' or 'stop', got {p['on_clip_end']!r}")
-        if p["cmd_rate_hz"] <= 0 or p["stale_timeout_s"] <= 0 or p["damping_kd"] < 0:
-            raise ValueError("cmd_rate_hz and stale_timeout_s must be > 0, damping_kd >= 0")
-
-    def _load_policy(self):
-        return load_policy(self.p["policy_path"], runtime=self.p["policy_runtime"])
-
-    def _decimation(self, control_dt: float) -> int:
-        n = control_dt * self.p["cmd_rate_hz"]
+    def _check_control_dt(self, control_dt: float) -> None:
+        n = control_dt / self.period
         if n < 1 or abs(n - round(n)) > 1e-6:
-            raise ValueError(f"policy control_dt {control_dt} s is not a whole number of "
-                             f"{1 / self.p['cmd_rate_hz']} s command ticks")
-        return int(round(n))
+            raise ConfigError(f"policy control_dt {control_dt} s is not a whole number of "
+                              f"{self.period} s command periods (cmd_rate_hz {self.cfg.cmd_rate_hz})")
 
     def _make_ros_io(self) -> None:
+        cfg = self.cfg
         state_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT, history=HistoryPolicy.KEEP_LAST)
         cmd_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
         latched = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.create_subscription(LowState, self.p["lowstate_topic"], self._on_lowstate, state_qos)
-        self.pub_cmd = self.create_publisher(LowCmd, self.p["lowcmd_topic"], cmd_qos)
+        # raw: the CDR bytes, read by lowlevel.lowstate_cdr_to_state (10x cheaper than rclpy's Python message)
+        self.create_subscription(LowState, cfg.lowstate_topic, self._on_lowstate, state_qos, raw=True)
+        self.pub_cmd = self.create_publisher(LowCmd, cfg.lowcmd_topic, cmd_qos)
         self.pub_js = self.create_publisher(JointState, "/joint_states", 10)
         self.pub_ref_js = self.create_publisher(JointState, "/reference/joint_states", 10)
         self.pub_ref_pose = self.create_publisher(PoseStamped, "/reference/root_pose", 10)
@@ -195,40 +282,83 @@ class PolicyNode(Node):
         for event in Event:
             self.create_service(Trigger, f"~/{event.value}", self._service(event))
         self._names = joint_names("29dof")
+        # The node clock follows /clock under use_sim_time, so the fallback then runs in sim time.
+        self.timer = self.create_timer(self.period / 2, self._on_timer,
+                                       clock=None if self._sim_time else self._steady)
 
-    # --- ROS callbacks (executor thread): validate, store, queue; never command from here ---
-    def _on_lowstate(self, msg: LowState) -> None:
+    def now(self) -> float:
+        """The node's time in s: /clock under use_sim_time, else the steady (monotonic) wall clock."""
+        clock = self.get_clock() if self._sim_time else self._steady
+        return clock.now().nanoseconds * 1e-9
+
+    # --- inputs: every valid LowState is answered with one tick ---
+    def _on_lowstate(self, data: bytes) -> None:
+        now = self.now()
         try:
-            state = ll.lowstate_to_state(msg, check_crc=self.p["check_lowstate_crc"])
+            state = ll.lowstate_cdr_to_state(data, check_crc=self.cfg.check_lowstate_crc)
         except ll.BadMessage as exc:
             self._counts["rejected"] += 1
             self._last_reject = str(exc)
             self.get_logger().warning(f"rejected LowState ({self._counts['rejected']} so far): {exc}",
-                                   throttle_duration_sec=1.0)
+                                      throttle_duration_sec=1.0)
+            self._safe_tick(now)  # commands keep streaming; the state goes stale
             return
+        conflict = self.source.conflict(state)
+        if conflict:
+            self._conflict_time = now
+            self.get_logger().warning(f"{conflict}; counts {self.source.counts}", throttle_duration_sec=1.0)
+        self._state, self._state_time = state, now
+        self._counts["lowstate"] += 1
         event = self.remote.update(state.remote)
-        with self._lock:
-            self._state, self._state_time = state, time.monotonic()
-            self._counts["lowstate"] += 1
-            if event is not None:
-                self._events.append((event, "remote"))
+        if event is not None:
+            self._handle(now, event, "remote")
+        self._safe_tick(now)
+
+    def _on_timer(self) -> None:
+        now = self.now()
+        if now - self._last_tick_time >= FALLBACK_TICK_PERIODS * self.period:
+            self.stats.fallback_ticks += 1
+            self._safe_tick(now)
 
     def _service(self, event: Event):
         def cb(_req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
             mode = self.sm.mode
-            resp.success = self.sm.accepts(event)
-            if resp.success:
-                with self._lock:
-                    self._events.append((event, "service"))
-                resp.message = f"{event.value} accepted in {mode.value}"
-            else:
-                resp.message = f"{event.value} not accepted in {mode.value}"
+            resp.success, why = self._handle(self.now(), event, "service")
+            resp.message = f"{event.value} {'accepted' if resp.success else 'not accepted'} in {mode.value}{why}"
             return resp
 
         return cb
 
+    def _refusal(self, now: float, event: Event) -> str:
+        """Why `event` must not be applied now although the mode takes it ('' = fine)."""
+        leaving_safe = event == Event.RESET or (event == Event.START and self.sm.mode == Mode.ZERO_TORQUE)
+        if not leaving_safe:
+            return ""
+        if now - self._conflict_time < self.cfg.conflict_hold_s:
+            return f"source conflict {1e3 * (now - self._conflict_time):.0f} ms ago: {self.source.last}"
+        age = now - self._state_time
+        if event == Event.RESET and age > self.limits.stale_timeout_s:
+            return ("/lowstate stale" + (f" ({1e3 * age:.0f} ms old)" if math.isfinite(age) else " (none yet)"))
+        return ""
+
+    def _handle(self, now: float, event: Event, source: str) -> tuple[bool, str]:
+        """Apply an operator event now; (accepted, ': reason' when refused)."""
+        if not self.sm.accepts(event):
+            self.get_logger().info(f"ignored {event.value} from {source} in {self.sm.mode.value}")
+            return False, ""
+        why = self._refusal(now, event)
+        if why:
+            self._counts["refused"] += 1
+            self._last_refusal = f"{event.value} from {source}: {why}"
+            self.get_logger().warning(f"refused {self._last_refusal}")
+            return False, f": {why}"
+        state = self._state
+        self.sm.handle(now, event, source, state.joint_pos if state is not None else None)
+        return True, ""
+
     def _on_transition(self, t: Transition) -> None:
         self._run_pending = t.dst == Mode.RUN
+        self.modes_entered.add(t.dst)
         text = f"{t.src.value} -> {t.dst.value}: {t.cause}"
         try:  # reporting must never break the transition itself
             if t.dst == Mode.DAMPING:  # rclpy: one severity per call site, hence two calls
@@ -239,51 +369,27 @@ class PolicyNode(Node):
         except Exception as exc:  # noqa: BLE001
             print(f"policy_node: could not report transition {text!r}: {exc}", file=sys.stderr)
 
-    # --- control loop (its own thread) ---
-    def run_loop(self, stop: threading.Event) -> None:
-        """Tick at cmd_rate_hz until `stop` is set. Deadlines are absolute, so jitter does not accumulate."""
-        self._set_rt_priority()
-        period = 1.0 / self.p["cmd_rate_hz"]
-        next_t = time.monotonic()
-        last_start = None
-        while not stop.is_set():
-            now = time.monotonic()
-            if last_start is not None:
-                self.stats.period.append(now - last_start)
-            last_start = now
-            self._safe_tick(now)
-            self.stats.compute.append(time.monotonic() - now)
-            next_t += period
-            delay = next_t - time.monotonic()
-            if delay < -period:  # more than a tick late: count it and re-anchor instead of bursting
-                self.stats.overruns += 1
-                next_t = time.monotonic()
-            elif delay > 0:
-                time.sleep(delay)
-
-    def _set_rt_priority(self) -> None:
-        """SCHED_FIFO for the calling (loop) thread when rt_priority > 0 (needs CAP_SYS_NICE / rtprio limit)."""
-        prio = int(self.p["rt_priority"])
+    def set_rt_priority(self) -> None:
+        """SCHED_FIFO for the calling (executor) thread when rt_priority > 0 (needs CAP_SYS_NICE / rtprio)."""
+        prio = self.cfg.rt_priority
         if prio <= 0:
             return
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
-            self.get_logger().info(f"control loop runs SCHED_FIFO priority {prio}")
+            self.get_logger().info(f"executor thread runs SCHED_FIFO priority {prio}")
         except (PermissionError, OSError, AttributeError) as exc:
             self.get_logger().warning(f"rt_priority {prio} not applied ({exc}); running with normal scheduling")
 
-    def tick(self, now: float | None = None) -> None:
-        """One control tick (what run_loop does every 1/cmd_rate_hz s), for lockstep runners such as
-        bcg-sim2sim --fast. `now`: monotonic s (default: now)."""
-        self._safe_tick(time.monotonic() if now is None else now)
-
     @property
     def counts(self) -> dict[str, int]:
-        """LowState received / rejected, LowCmd sent (a copy)."""
-        with self._lock:
-            return dict(self._counts)
+        """LowState received / rejected, LowCmd sent, operator events refused (a copy)."""
+        return dict(self._counts)
 
+    # --- control tick ---
     def _safe_tick(self, now: float) -> None:
+        t0 = time.perf_counter()
+        self.stats.tick(now)
+        self._last_tick_time = now
         try:
             self._tick_once(now)
         except Exception as exc:  # noqa: BLE001 - a bug must still end in damping, never in silence
@@ -295,12 +401,10 @@ class PolicyNode(Node):
                 if self.sm.mode == Mode.DAMPING:
                     self._publish_cmd("damp")
         self._tick += 1
+        self.stats.compute.append(time.perf_counter() - t0)
 
     def _tick_once(self, now: float) -> None:
-        with self._lock:
-            state, age = self._state, max(0.0, time.monotonic() - self._state_time)
-            events = list(self._events)
-            self._events.clear()
+        state, age = self._state, max(0.0, now - self._state_time)
         if state is not None:
             self._mode_machine = state.mode_machine
         sm = self.sm
@@ -309,10 +413,7 @@ class PolicyNode(Node):
                 return  # never commanded yet: stay silent until the robot talks
             sm.go(now, Mode.ZERO_TORQUE, "first valid LowState")
         self._check_faults(now, state, age)
-        for event, source in events:
-            if not sm.handle(now, event, source, state.joint_pos if state is not None else None):
-                self.get_logger().info(f"ignored {event.value} from {source} in {sm.mode.value}")
-        self._auto_start(now, state)
+        self._auto_start(now)
         if sm.mode == Mode.RUN:
             self._run_policy(now, state)
         targets = sm.targets(now, self._policy_q)
@@ -330,20 +431,24 @@ class PolicyNode(Node):
         if cause:
             sm.fault(now, cause)
 
-    def _auto_start(self, now: float, state: ll.RobotState | None) -> None:
-        wait = self.p["zero_torque_auto_start_s"]
+    def _auto_start(self, now: float) -> None:
+        wait = self.cfg.zero_torque_auto_start_s
         if self.sm.mode == Mode.ZERO_TORQUE and 0 <= wait <= now - self.sm.since:
-            self.sm.handle(now, Event.START, f"auto start after {wait} s", state.joint_pos)
+            self._handle(now, Event.START, f"auto start after {wait} s")
 
     def _run_policy(self, now: float, state: ll.RobotState) -> None:
         sm = self.sm
         if self._run_pending:  # first RUN tick: reference time 0, clip aligned to the robot's heading
             self._run_pending = False
             self.runner.start(state)
-            self._run_tick0 = self._tick
-        if (self._tick - self._run_tick0) % self.decimation:
+            self._next_policy_t = now
+        # Due within half a command period: LowStates arrive on the robot's clock, not exactly on ours.
+        if now + 0.5 * self.period < self._next_policy_t:
             return
-        if self.runner.clip_ended and self.p["on_clip_end"] == "stop":
+        self._next_policy_t += self.control_dt
+        if self._next_policy_t < now:  # fell behind (stall): re-anchor instead of stepping in a burst
+            self._next_policy_t = now + self.control_dt
+        if self.runner.clip_ended and self.cfg.on_clip_end == "stop":
             sm.go(now, Mode.MOVE_TO_DEFAULT, "reference clip ended", state.joint_pos)
             return
         try:
@@ -353,11 +458,14 @@ class PolicyNode(Node):
             sm.fault(now, str(exc))
 
     def _publish_cmd(self, kind: str, q=None, kp=None, kd=None) -> None:
-        mm, pr = self._mode_machine, self.p["mode_pr"]
+        mm, pr = self._mode_machine, self.cfg.mode_pr
         if kind == "none":
             return
-        key = (kind, mm, q.tobytes() if kind == "pd" else None)
-        if key == self._cmd_key:  # same targets as last tick (HOLD, between policy steps): reuse msg + CRC
+        key = (kind, q.tobytes() if kind == "pd" else None)
+        if key == self._cmd_key:  # same targets as last tick (HOLD, between policy steps): reuse the msg
+            if self._cmd.mode_machine != mm:  # only the robot's mode_machine changed: new CRC, same targets
+                self._cmd.mode_machine = mm
+                self._cmd.crc = lowcmd_crc(self._cmd)
             self.pub_cmd.publish(self._cmd)
             self._counts["lowcmd"] += 1
             return
@@ -366,23 +474,23 @@ class PolicyNode(Node):
             try:
                 ll.fill_lowcmd(self._cmd, q, kp, kd, mode_machine=mm, mode_pr=pr)
             except ValueError as exc:  # non-finite targets: never sent; damp instead
-                self.sm.fault(time.monotonic(), f"invalid targets: {exc}")
+                self.sm.fault(self.now(), f"invalid targets: {exc}")
                 kind = "damp"
         if kind == "zero":
             ll.fill_zero_torque(self._cmd, mode_machine=mm, mode_pr=pr)
         elif kind == "damp":
-            ll.fill_damping(self._cmd, self.p["damping_kd"], mode_machine=mm, mode_pr=pr)
-        self._cmd_key = (kind, mm, q.tobytes() if kind == "pd" else None)  # kp/kd are fixed per kind
+            ll.fill_damping(self._cmd, self.cfg.damping_kd, mode_machine=mm, mode_pr=pr)
+        self._cmd_key = (kind, q.tobytes() if kind == "pd" else None)  # kp/kd are fixed per kind
         self.pub_cmd.publish(self._cmd)
         self._counts["lowcmd"] += 1
 
     # --- monitoring: joint states, reference ghost, diagnostics ---
     def _every(self, rate_hz: float) -> bool:
-        n = max(1, int(round(self.p["cmd_rate_hz"] / rate_hz))) if rate_hz > 0 else 0
+        n = max(1, int(round(self.cfg.cmd_rate_hz / rate_hz))) if rate_hz > 0 else 0
         return n > 0 and self._tick % n == 0
 
     def _publish_monitoring(self, now: float, state: ll.RobotState | None) -> None:
-        if state is not None and self._every(self.p["state_pub_rate_hz"]):
+        if state is not None and self._every(self.cfg.state_pub_rate_hz):
             stamp = self.get_clock().now().to_msg()
             js = JointState(name=self._names, position=state.joint_pos.tolist(),
                             velocity=state.joint_vel.tolist(), effort=state.joint_tau.tolist())
@@ -390,7 +498,7 @@ class PolicyNode(Node):
             self.pub_js.publish(js)
             if self.sm.mode == Mode.RUN:
                 self._publish_reference(stamp)
-        if self._every(self.p["diagnostics_rate_hz"]):
+        if self._every(self.cfg.diagnostics_rate_hz):
             self._publish_diagnostics(now)
 
     def _publish_reference(self, stamp) -> None:
@@ -407,18 +515,21 @@ class PolicyNode(Node):
         self.pub_ref_pose.publish(pose)
 
     def _publish_diagnostics(self, now: float) -> None:
-        with self._lock:
-            age = max(0.0, time.monotonic() - self._state_time)
-            counts = dict(self._counts)
+        age = max(0.0, now - self._state_time)
         st = DiagnosticStatus(name="bcg_policy_node: control", hardware_id="g1")
         mode = self.sm.mode
+        conflicted = now - self._conflict_time < self.cfg.conflict_hold_s
         st.level = (DiagnosticStatus.ERROR if mode == Mode.DAMPING and self.sm.last_fault
-                    else DiagnosticStatus.WARN if mode in (Mode.WAIT, Mode.DAMPING) else DiagnosticStatus.OK)
-        st.message = mode.value
+                    else DiagnosticStatus.WARN if mode in (Mode.WAIT, Mode.DAMPING) or conflicted
+                    else DiagnosticStatus.OK)
+        st.message = mode.value + (f"; source conflict: {self.source.last}" if conflicted else "")
         values = {"mode": mode.value, "last_fault": self.sm.last_fault or "-",
                   "last_rejected": self._last_reject or "-",
+                  "last_refused": self._last_refusal or "-",
+                  "last_source_conflict": self.source.last or "-",
                   "lowstate_age_ms": f"{1e3 * age:.1f}" if math.isfinite(age) else "inf",
-                  **{k: str(v) for k, v in counts.items()},
+                  **{k: str(v) for k, v in self._counts.items()},
+                  **{k: str(v) for k, v in self.source.counts.items()},
                   **{k: f"{v:.3f}" for k, v in self.stats.summary().items()}}
         st.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         arr = DiagnosticArray(status=[st])
@@ -427,49 +538,66 @@ class PolicyNode(Node):
 
     # --- shutdown ---
     def send_shutdown_damping(self) -> None:
-        """Deliberate shutdown: if the robot was ever commanded, end with damping commands."""
+        """Deliberate shutdown: if the robot was ever commanded, end with damping commands (wall time)."""
         if self.sm.mode == Mode.WAIT:
             return
         if self.sm.mode != Mode.DAMPING:
-            self.sm.go(time.monotonic(), Mode.DAMPING, "node shutdown")
-        period = 1.0 / self.p["cmd_rate_hz"]
-        end = time.monotonic() + self.p["shutdown_damping_s"]
+            self.sm.go(self.now(), Mode.DAMPING, "node shutdown")
+        end = time.monotonic() + self.cfg.shutdown_damping_s
         while time.monotonic() < end:
             self._publish_cmd("damp")
-            time.sleep(period)
+            time.sleep(self.period)
+
+
+def make_executor(kind: str):
+    """rclpy executor by name ("events": rclpy.experimental.EventsExecutor; "single_threaded")."""
+    if kind == "events":
+        from rclpy.experimental import EventsExecutor
+
+        return EventsExecutor()
+    return SingleThreadedExecutor()
+
+
+def help_text() -> str:
+    defaults = "\n".join(f"  {k} = {v!r}" for k, v in asdict(PolicyNodeConfig()).items())
+    return (f"{__doc__}\nParameters and their defaults (set them in a --params-file or with "
+            f"-p name:=value):\n{defaults}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv if argv is None else argv)
+    if startup.wants_help(argv[1:]):
+        print(help_text())
+        return 0
+    try:
+        startup.check_params_files(argv)
+    except ConfigError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    startup.use_robot_dds_profile()
     # Our own signal handling: rclpy's would shut the context down before we could send damping.
     rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
-    stop = threading.Event()
+    stop: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda signum, _f: stop.append(signum))
     try:
         node = PolicyNode()
-    except Exception as exc:  # noqa: BLE001 - report a clear startup error; nothing was commanded yet
-        print(f"policy_node: cannot start: {exc}", file=sys.stderr)
-        rclpy.shutdown()
-        return 1
-    executor = SingleThreadedExecutor()
+    except Exception as exc:  # noqa: BLE001 - one clear startup line; nothing was commanded yet
+        kind = "" if isinstance(exc, (ConfigError, ValueError, OSError)) else f"{type(exc).__name__}: "
+        print(f"{PROG}: cannot start: {kind}{exc}", file=sys.stderr)
+        rclpy.try_shutdown()
+        return 2
+    executor = make_executor(node.cfg.executor)
     executor.add_node(node)
-    stop_spin = threading.Event()
-
-    def spin() -> None:  # spin_once in a loop so that shutdown can stop it before anything is destroyed
-        while not stop_spin.is_set():
-            executor.spin_once(timeout_sec=0.05)
-
-    spinner = threading.Thread(target=spin, name="ros-executor", daemon=True)
-    spinner.start()
+    node.set_rt_priority()
     try:
-        node.run_loop(stop)
+        while not stop:  # spin_once returns at least every 0.1 s, so a signal is seen promptly
+            executor.spin_once(timeout_sec=0.1)
     finally:
         commanded = node.sm.mode != Mode.WAIT
         node.send_shutdown_damping()
         node.get_logger().info("shut down (last commands: damping)" if commanded
                                else "shut down (the robot was never commanded)")
-        stop_spin.set()
-        spinner.join(2.0)
         executor.shutdown(timeout_sec=1.0)
         node.destroy_node()
         rclpy.try_shutdown()

@@ -9,19 +9,21 @@ nodes share ONE executor; the topics are the real DDS topics, so other processes
 full ROS install, `bcg-replay --check-policy` on the recorded bag) see the same traffic.
 
 Modes:
-- --realtime: the bridge steps on a wall-clock timer and the policy node runs its own 500 Hz control
-  thread, exactly as in deployment. Bridge and policy node then need about 1.5 CPU cores between them
-  (one Python process, shared GIL); short of that the bridge lags, skips ahead, and the policy node's
-  50 ms stale-state check may fault to DAMPING -- as it would on a robot whose state stream stalls.
+- --realtime: the bridge steps on a wall-clock timer and the policy node answers each LowState, on the
+  wall clock, exactly as in deployment (one executor thread). Short of CPU the bridge lags and skips ahead,
+  and the policy node's 50 ms stale-state check may fault to DAMPING -- as it would on a robot whose state
+  stream stalls.
 - --fast (default): lockstep, as fast as the CPU allows: bridge tick (one LowState period) -> the policy node
-  receives that LowState -> one policy-node control tick -> its LowCmd reaches the bridge. Sim time (and
-  /clock) advances by exactly one LowState period per tick, so results do not depend on machine load.
-  The policy node's own timers (move-to-default time, stale timeout) still count wall time.
+  answers that LowState with one control tick -> its LowCmd reaches the bridge. Sim time (and /clock)
+  advances by exactly one LowState period per tick and the policy node runs on /clock (use_sim_time), so
+  move-to-default time, stale timeout and policy rate are sim time: results do not depend on machine load.
 --start presses the emulated remote's start button when the policy node waits in ZERO_TORQUE (it then
-moves to the default pose) and again once it holds that pose (it then runs the policy).
+moves to the default pose) and again once it reports HOLD (it then runs the policy); each press is
+released before the next.
 
-Exit status: 0 after --duration s of sim time, 1 if the policy node ended in DAMPING after a fault,
-2 on bad arguments or configuration.
+Exit status: 0 after --duration s of sim time, 1 if the policy node ended in DAMPING after a fault or
+--start was given and the policy never ran (RUN not reached), 2 on bad arguments or configuration
+(one line), 130 when interrupted (SIGINT/SIGTERM; the summary line is still printed).
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ import os
 import signal
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -40,11 +41,28 @@ import yaml
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
 
+from bcg_policy_node import startup
 from bcg_policy_node.bags import DEFAULT_TOPICS, BagError, BagRecorder
 from bcg_policy_node.mujoco_bridge import MujocoBridge, ros_args_with_default_params
 from bcg_policy_node.policy_node import PolicyNode
 from bcg_policy_node.state_machine import Mode
 from bcg_sim.config import ConfigError
+from bcg_sim.policy import PolicyLoadError
+
+EXIT_INTERRUPTED = 130
+
+
+class Stop:
+    """Set by SIGINT/SIGTERM; every loop checks it between callbacks, so no signal lands inside rclpy."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __call__(self, signum, _frame) -> None:
+        self.signum = signum
+
+    def __bool__(self) -> bool:
+        return self.signum is not None
 
 CONFIG_FILES = ("mujoco_bridge.yaml", "policy_node.yaml")
 
@@ -90,7 +108,8 @@ def _ros_args(argv: list[str], overrides: str) -> list[str]:
 
 
 class Starter:
-    """--start: press the remote's start button in ZERO_TORQUE and in HOLD (once each)."""
+    """--start: press the remote's start button when the policy node is in ZERO_TORQUE and again when it
+    reports HOLD (once each), never while an earlier press is still held (it would merge with it)."""
 
     def __init__(self, bridge: MujocoBridge, policy: PolicyNode) -> None:
         self.bridge, self.policy = bridge, policy
@@ -98,71 +117,65 @@ class Starter:
 
     def poll(self) -> None:
         mode = self.policy.sm.mode
-        if mode in (Mode.ZERO_TORQUE, Mode.HOLD) and mode not in self._pressed:
+        if mode in (Mode.ZERO_TORQUE, Mode.HOLD) and mode not in self._pressed and not self.bridge.pressing:
             self._pressed.add(mode)
             self.bridge.press("start")
-            self.policy.get_logger().info(f"bcg-sim2sim: pressed start in {mode.value}")
+            self.policy.get_logger().info(f"bcg-sim2sim: pressed start in {mode.value} "
+                                          f"at sim time {self.bridge.sim_time:.3f} s")
 
 
-def _spin_until(executor: SingleThreadedExecutor, pred, timeout: float) -> bool:
-    """Run callbacks until pred() holds (True) or timeout wall seconds pass (False)."""
+def _spin_until(executor: SingleThreadedExecutor, pred, timeout: float, stop: Stop) -> bool:
+    """Run callbacks until pred() holds (True) or timeout wall seconds pass or a signal came (False)."""
     end = time.monotonic() + timeout
     while not pred():
-        if time.monotonic() > end:
+        if stop or time.monotonic() > end:
             return False
         executor.spin_once(timeout_sec=0.002)
     return True
 
 
 def run_fast(bridge: MujocoBridge, policy: PolicyNode, executor: SingleThreadedExecutor, duration: float,
-             starter: Starter | None) -> None:
-    """Lockstep: one bridge tick, then one policy-node control tick on that state, then its LowCmd lands."""
+             starter: Starter | None, stop: Stop) -> None:
+    """Lockstep: one bridge tick, the policy node answers that LowState with one tick, its LowCmd lands."""
     bridge.timer.cancel()  # the runner steps the bridge itself
     for _ in range(round(duration * bridge.cfg.lowstate_rate_hz)):  # a tick count: no float drift
-        n_state = policy.counts["lowstate"]
-        bridge.tick()
-        _spin_until(executor, lambda: policy.counts["lowstate"] > n_state, 0.5)
+        if stop:
+            return
+        n_state = policy.counts["lowstate"] + policy.counts["rejected"]
         n_cmd = bridge.cmd_count + bridge.bad_cmd_count
         sent_before = policy.counts["lowcmd"]
-        policy.tick(time.monotonic())
+        bridge.tick()
+        _spin_until(executor, lambda: policy.counts["lowstate"] + policy.counts["rejected"] > n_state, 0.5, stop)
         if policy.counts["lowcmd"] > sent_before:
-            _spin_until(executor, lambda: bridge.cmd_count + bridge.bad_cmd_count > n_cmd, 0.5)
+            _spin_until(executor, lambda: bridge.cmd_count + bridge.bad_cmd_count > n_cmd, 0.5, stop)
         executor.spin_once(timeout_sec=0.0)  # services, recorder, ground truth
         if starter:
             starter.poll()
     # Let the recorder take the last messages before the run ends.
     end = time.monotonic() + 0.3
-    while time.monotonic() < end:
+    while time.monotonic() < end and not stop:
         executor.spin_once(timeout_sec=0.01)
 
 
 def run_realtime(bridge: MujocoBridge, policy: PolicyNode, executor: SingleThreadedExecutor, duration: float,
-                 starter: Starter | None) -> None:
-    """Deployment timing: executor thread for all callbacks, policy node's 500 Hz loop on this thread."""
-    stop = threading.Event()
-    spin = threading.Thread(target=executor.spin, name="ros-executor", daemon=True)
-    spin.start()
-
-    def watchdog() -> None:
-        while not stop.is_set():
-            if bridge.sim_time >= duration:
-                stop.set()
-            if starter:
-                starter.poll()
-            time.sleep(0.01)
-
-    threading.Thread(target=watchdog, name="sim2sim-watchdog", daemon=True).start()
-    policy.run_loop(stop)
-
-
-def _interrupt(_signum, _frame) -> None:
-    raise KeyboardInterrupt
+                 starter: Starter | None, stop: Stop) -> None:
+    """Deployment timing: the bridge's wall-clock timer and the policy node's callbacks, one thread."""
+    while bridge.sim_time < duration and not stop:
+        executor.spin_once(timeout_sec=0.01)
+        if starter:
+            starter.poll()
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own = argv[:argv.index("--ros-args")] if "--ros-args" in argv else argv
     args = _parser().parse_args(own)
+    if "--ros-args" in argv:
+        try:
+            startup.check_params_files(argv)
+        except ConfigError as exc:
+            print(f"bcg-sim2sim: {exc}", file=sys.stderr)
+            return 2
     if not Path(args.policy).is_dir():
         print(f"bcg-sim2sim: policy folder {args.policy!r} does not exist", file=sys.stderr)
         return 2
@@ -175,23 +188,30 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"bcg-sim2sim: {exc}", file=sys.stderr)
         return 2
+    startup.use_robot_dds_profile()
     # Our own signal handling: after Ctrl-C or SIGTERM the policy node must still send damping (rclpy's
-    # handlers would shut the context down first). Both end the run through KeyboardInterrupt.
+    # handlers would shut the context down first). Both set a flag the run loops check between callbacks.
     rclpy.init(args=ros_args, signal_handler_options=SignalHandlerOptions.NO)
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop = Stop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
     try:
-        return _run(args)
+        return _run(args, stop)
     finally:
         rclpy.try_shutdown()
         os.unlink(overrides)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, stop: Stop) -> int:
     try:
         bridge = MujocoBridge()
         policy = PolicyNode()
-    except (ConfigError, ValueError, OSError) as exc:
-        print(f"bcg-sim2sim: cannot start: {exc}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - bad configuration or artifact: one line, nothing ran yet
+        # ConfigError, PolicyLoadError (bcg_sim.policy) and OSError carry the file in their message; other
+        # loader failures (onnxruntime on a truncated network, numpy on a broken .npz) are named by type.
+        known = isinstance(exc, (ConfigError, PolicyLoadError, ValueError, OSError))
+        print(f"bcg-sim2sim: cannot start: {'' if known else type(exc).__name__ + ': '}{_one_line(exc)}",
+              file=sys.stderr)
         return 2
     try:
         recorder = BagRecorder(args.record, DEFAULT_TOPICS) if args.record else None
@@ -207,11 +227,12 @@ def _run(args: argparse.Namespace) -> int:
     bridge.get_logger().info(f"bcg-sim2sim: {args.duration} s of sim time, {mode}")
     t0 = time.monotonic()
     try:
-        (run_realtime if args.realtime else run_fast)(bridge, policy, executor, args.duration, starter)
-    except KeyboardInterrupt:
-        bridge.get_logger().info("bcg-sim2sim: interrupted")
+        (run_realtime if args.realtime else run_fast)(bridge, policy, executor, args.duration, starter, stop)
+        if stop:
+            bridge.get_logger().info(f"bcg-sim2sim: interrupted ({signal.Signals(stop.signum).name})")
     finally:
         end_mode, end_fault = policy.sm.mode, policy.sm.last_fault  # before the shutdown damping
+        entered = set(policy.modes_entered)
         policy.send_shutdown_damping()
         executor.shutdown(timeout_sec=1.0)  # no callback may run (e.g. write to the bag) after this
         if recorder is not None:
@@ -225,7 +246,19 @@ def _run(args: argparse.Namespace) -> int:
     for node in (bridge, policy, recorder):
         if node is not None:
             node.destroy_node()
-    return 1 if end_mode == Mode.DAMPING and end_fault else 0
+    if stop:
+        return EXIT_INTERRUPTED
+    if end_mode == Mode.DAMPING and end_fault:
+        return 1
+    if args.start and Mode.RUN not in entered:
+        print(f"bcg-sim2sim: --start given but the policy never ran (RUN not reached in {bridge.sim_time:.2f} s "
+              f"of sim time; modes entered: {sorted(m.value for m in entered)})", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
     any mode except WAIT --fault or DAMP--> DAMPING --RESET (state fresh)--> ZERO_TORQUE
 
 WAIT sends nothing (the robot has never been commanded and mode_machine is unknown); every other mode
-sends a LowCmd every control tick. DAMPING is latched: only RESET leaves it. Every transition is recorded
+sends a LowCmd every control tick. The node refuses RESET while the state is stale and RESET or START from
+ZERO_TORQUE right after a /lowstate source conflict (policy_node.py). DAMPING is latched: only RESET leaves it. Every transition is recorded
 with its cause and reported through `on_transition`.
 """
 
@@ -46,7 +47,7 @@ ALLOWED = {  # event -> modes it is accepted in
 
 @dataclass(frozen=True)
 class Transition:
-    time: float  # s, node clock (monotonic)
+    time: float  # s, node clock (steady wall clock, or /clock under use_sim_time)
     src: Mode
     dst: Mode
     cause: str
