@@ -69,6 +69,20 @@ def pd_gains(cfg: SimConfig) -> tuple[list[float], list[float]]:
     return [cfg.actuation.kp_scale * k for k in kp], [cfg.actuation.kd_scale * k for k in kd]
 
 
+def body_sphere_indices(cfg: SimConfig, body_names: list[str], foot_body) -> list[tuple[int, float]]:
+    """(body index, radius) of each `contact.body_spheres` entry, checked (both backends build their sphere
+    tables from it: the feet's sole spheres first, then these, each at its body's COM)."""
+    out = []
+    for name, radius in cfg.contact.body_spheres.items():
+        if name not in body_names:
+            raise ConfigError(f"sim config: contact.body_spheres: unknown body {name!r}; bodies: {body_names}")
+        bi = body_names.index(name)
+        if bi in foot_body:
+            raise ConfigError(f"sim config: contact.body_spheres: {name!r} is a foot (its sole spheres are used)")
+        out.append((bi, radius))
+    return out
+
+
 @dataclass
 class G1Model:
     """N replicated G1 worlds plus the tables the kernels read (all on `device`)."""
@@ -121,12 +135,7 @@ def build_model(cfg: SimConfig, num_worlds: int, *, requires_grad: bool = True) 
         pos.extend(foot_pos.tolist())
         rad.extend([g1.FOOT_SPHERE_RADIUS] * len(foot_pos))
         starts.append(len(pos))
-    for name, radius in cfg.contact.body_spheres.items():
-        if name not in body_names:
-            raise ConfigError(f"sim config: contact.body_spheres: unknown body {name!r}; bodies: {body_names}")
-        bi = body_names.index(name)
-        if bi in foot_body:
-            raise ConfigError(f"sim config: contact.body_spheres: {name!r} is a foot (its sole spheres are used)")
+    for bi, radius in body_sphere_indices(cfg, body_names, foot_body):
         bodies.append(bi)
         pos.append(list(one.body_com[bi]))
         rad.append(radius)

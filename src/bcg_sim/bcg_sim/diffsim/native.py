@@ -37,7 +37,8 @@ from torch.autograd.function import once_differentiable
 from bcg_sim import g1
 from bcg_sim.config import ConfigError
 from bcg_sim.diffsim.config import SimConfig
-from bcg_sim.diffsim.model import COORDS_PER_WORLD, DOFS_PER_WORLD, NUM_JOINTS, pd_gains
+from bcg_sim.diffsim.bridge import StepOutput
+from bcg_sim.diffsim.model import COORDS_PER_WORLD, DOFS_PER_WORLD, NUM_JOINTS, body_sphere_indices, pd_gains
 
 _SOURCE = Path(__file__).with_name("csrc") / "g1_dynamics.cpp"
 # Pinocchio's own interface definitions (its CMake package exports them): boost::variant must hold all
@@ -188,12 +189,7 @@ def build_native_model(cfg: SimConfig) -> NativeModel:
         for p in g1.foot_sphere_positions():
             sj.append(body_joint[fb]); sp.append(p); sr.append(g1.FOOT_SPHERE_RADIUS)
         starts.append(len(sj))
-    for name, radius in cfg.contact.body_spheres.items():
-        if name not in body_names:
-            raise ConfigError(f"sim config: contact.body_spheres: unknown body {name!r}; bodies: {body_names}")
-        bi = body_names.index(name)
-        if bi in foot_body:
-            raise ConfigError(f"sim config: contact.body_spheres: {name!r} is a foot (its sole spheres are used)")
+    for bi, radius in body_sphere_indices(cfg, body_names, foot_body):
         sj.append(body_joint[bi]); sp.append(body_com[bi]); sr.append(radius)
 
     kp, kd = pd_gains(cfg)
@@ -331,17 +327,6 @@ def _coords_grad_to_tangent(joint_q: torch.Tensor, g_coords: torch.Tensor) -> to
 
 # ------------------------------------------------------------------------------------------ simulator
 
-@dataclass
-class NativeStepOutput:
-    joint_q: torch.Tensor
-    joint_qd: torch.Tensor
-    body_q: torch.Tensor
-    body_qd: torch.Tensor
-    foot_force: torch.Tensor
-    foot_force_peak: torch.Tensor
-    foot_penetration: torch.Tensor
-
-
 class NativeSimulator:
     """N G1 worlds on the native backend, the `bridge.Simulator` interface (see the module docstring)."""
 
@@ -401,7 +386,7 @@ class NativeSimulator:
         q = torch.as_tensor(self.m.default_joint_q, dtype=torch.float32).expand(self.num_worlds, -1).clone()
         return q, torch.zeros(self.num_worlds, DOFS_PER_WORLD)
 
-    def step(self, target_q: torch.Tensor, joint_q: torch.Tensor, joint_qd: torch.Tensor) -> NativeStepOutput:
+    def step(self, target_q: torch.Tensor, joint_q: torch.Tensor, joint_qd: torch.Tensor) -> StepOutput:
         """One control period for all worlds; Newton layout in and out (see bridge.Simulator.step)."""
         n = self.num_worlds
         for name, t, shape in (("target_q", target_q, (n, NUM_JOINTS)), ("joint_q", joint_q, (n, COORDS_PER_WORLD)),
@@ -411,7 +396,7 @@ class NativeSimulator:
         v = newton_to_pin_velocity(joint_q, joint_qd, self._root_com)
         diag = {}
         q1, v1, body_q, body_qd = _NativeStep.apply(self, diag, target_q, joint_q, v)
-        return NativeStepOutput(joint_q=q1, joint_qd=pin_to_newton_velocity(q1, v1, self._root_com),
+        return StepOutput(joint_q=q1, joint_qd=pin_to_newton_velocity(q1, v1, self._root_com),
                                 body_q=body_q, body_qd=body_qd, **diag)
 
     # used by _NativeStep
