@@ -102,7 +102,8 @@ def test_replay_publishes_with_original_timing(recorded_bag):
     assert [m for _, m in got] == [_roundtrip(m) for m in msgs["/lowstate"]]
     span = got[-1][0] - got[0][0]
     recorded_span = (N - 1) * PERIOD_S  # >= this: the publisher loop slept PERIOD_S per message
-    assert recorded_span / 2 * 0.8 < span < recorded_span * 2, f"replayed in {span:.3f} s at rate 2"
+    # Paced, not dumped: at rate 2 it takes at least half the recorded span (a loaded CPU only adds to it).
+    assert span > recorded_span / 2 * 0.8, f"replayed in {span:.3f} s at rate 2"
 
 
 def _run_replay(*args):
@@ -147,12 +148,27 @@ def _record_and_kill(pub, bag, kill_after_s, log):
     rec = NodeProcess("bcg_policy_node.bags", [str(bag), "--topics", pub.topic_name, "--split-s", str(SPLIT_S)], log)
     try:
         wait_for(lambda: pub.get_subscription_count() > 0, 30.0, f"recorder subscribed ({rec.output()})")
-        sent, t0, i = [], time.monotonic(), 0
-        while time.monotonic() - t0 < kill_after_s:
+        sent, i = [], 0
+
+        def publish_one():
+            nonlocal i
             pub.publish(ll.make_lowstate(np.zeros(29), np.zeros(29), [1, 0, 0, 0], [0, 0, 0], tick=i))
             sent.append(time.monotonic())
             i += 1
             time.sleep(1.0 / KILL_RATE_HZ)
+
+        # The kill clock starts at the first message the recorder writes (its first file opens): a matched
+        # reader can take ~1 s to receive when the previous recorder's process was SIGKILLed (Fast DDS
+        # shared-memory port health check), and what was never delivered is not a loss of the bag.
+        first_file = next(iter(bag.glob(".*.part")), None)
+        t_wait = time.monotonic()
+        while first_file is None and time.monotonic() - t_wait < 30.0:
+            publish_one()
+            first_file = next(iter(bag.glob(".*.part")), None) or next(iter(bag.glob("*.mcap")), None)
+        assert first_file is not None, f"recorder wrote nothing in 30 s ({rec.output()})"
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < kill_after_s:
+            publish_one()
         rec.proc.send_signal(signal.SIGKILL)
         t_kill = time.monotonic()
         rec.proc.wait(10)
@@ -169,7 +185,7 @@ def test_sigkill_at_random_times_loses_at_most_the_last_split(tmp_path):
 
     rng = np.random.default_rng(10)
     ros = RosSide("kill_test_publisher")
-    qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+    qos = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)  # the writer keeps what a stalled reader missed
     try:
         for k, kill_after in enumerate(rng.uniform(0.6, 1.8, size=3)):
             # A topic per kill: a SIGKILLed subscriber stays matched until its DDS lease runs out.

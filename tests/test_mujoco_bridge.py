@@ -109,19 +109,17 @@ def _collect(ros: RosSide, msg_type, topic: str, seconds: float, qos=50) -> list
         ros.node.destroy_subscription(sub)
 
 
-def test_lowstate_rate_crc_and_content(bridge):
+def test_lowstate_sim_ticks_crc_and_content(bridge):
     from unitree_hg.msg import LowState
 
     _proc, ros = bridge
     got = _collect(ros, LowState, "/lowstate", 2.0)
     ticks = np.array([m.tick for _, m in got])
-    wall = got[-1][0] - got[0][0]
-    rate = (len(got) - 1) / wall
-    # Sim time: one LowState every 2 ms exactly (tick in ms). Wall clock: 500 Hz when the bridge has a core;
-    # when the CPU is short (this 2-core machine shared with other test runs) it skips ahead instead of
-    # bursting, so the wall rate drops: measured 450-500 Hz idle, ~330 Hz at load average 4.
-    assert np.all(np.diff(ticks) % 2 == 0) and np.median(np.diff(ticks)) == 2
-    assert rate > 250, f"LowState at {rate:.0f} Hz"
+    # Sim time: one LowState every 2 ms exactly (tick in ms). The wall rate is 500 Hz when the bridge has a core
+    # and lower on a loaded machine (it skips ahead instead of bursting), so only sim time is asserted here;
+    # bench/node_latency.py measures the wall-clock side.
+    steps = np.diff(ticks)
+    assert len(got) > 10 and np.all(steps > 0) and np.all(steps % 2 == 0) and np.median(steps) == 2, steps
     assert all(lowstate_crc(m) == m.crc for _, m in got)
     s = ll.lowstate_to_state(got[-1][1])
     assert s.mode_machine == 5

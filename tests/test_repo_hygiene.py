@@ -25,6 +25,6 @@ def test_docs_cite_no_absolute_machine_paths():
 def test_rendered_outputs_are_git_ignored():
     if shutil.which("git") is None or not (REPO / ".git").exists():
         pytest.skip("not a git checkout")
-    names = ["run.png", "run.mp4", "docs/strip.png", "gradvar.png"]
+    names = ["run.png", "run.mp4", "docs/strip.png", "gradvar.png", "bench/strip.png"]
     r = subprocess.run(["git", "check-ignore", *names], cwd=REPO, capture_output=True, text=True)
     assert sorted(r.stdout.split()) == sorted(names), r.stdout + r.stderr

@@ -72,7 +72,7 @@ class BagConfig:
     """config/bags.yaml."""
 
     split_s: float = 1.0  # [s wall] file close period = the most a SIGKILL can lose
-    queue_depth: int = 100  # reliable subscription depth per topic
+    queue_depth: int = 2000  # reliable subscription depth per topic (absorbs a stalled recorder)
     discover_period_s: float = 0.1  # [s] graph polling for listed topics
 
     def __post_init__(self) -> None:

@@ -2,7 +2,7 @@
 bcg_sim.diffsim (the simulator it is trained in), at a chosen contact stiffness kappa.
 
 The policy runs through the node's `PolicyRunner` here too (observation builder, target clipping); the PD
-targets go to `Simulator.step` directly, so the contract's action scale and gains are used, not the sim
+targets go to the simulator's `step` directly, so the contract's action scale and gains are used, not the sim
 config's. The sim's gain table (actuation.gains) must match the contract's kp/kd: "policy" (the motors') or
 "stand" (bring-up), else the comparison would be of two different robots and it is refused.
 """
@@ -48,12 +48,12 @@ def diffsim_rollouts(policy: Policy, cfg: EvalConfig, seeds: list[int], seconds:
                      kappa: float | None = None) -> list[Rollout]:
     """One forward-only bcg_sim rollout per seed (the seeds' MuJoCo start states), batched as worlds."""
     from bcg_policy_node.policy_runner import PolicyFault, PolicyRunner
-    from bcg_sim.diffsim import Simulator
+    from bcg_sim.diffsim.backend import make_simulator
     from bcg_sim.diffsim.state import SimState, from_newton, quat_rotate_wxyz, to_newton
 
     sim_cfg = sim_config_for(policy, kappa)
     n = len(seeds)
-    sim = Simulator(sim_cfg, n)
+    sim = make_simulator(sim_cfg, n)  # the configured training backend (config/sim.yaml)
     starts = [start_state(policy, cfg, np.random.default_rng(s)) for s in seeds]
     f32 = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.float32, device=sim.torch_device)  # noqa: E731
     state = SimState(f32([s[0][:3] for s in starts]), f32([s[0][3:7] for s in starts]), f32([s[1] for s in starts]),
