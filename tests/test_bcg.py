@@ -254,3 +254,33 @@ def test_bad_perturbation_config_raises(bad):
     c = load_sim_config()
     with pytest.raises(ConfigError, match="bcg"):
         dc.replace(c, bcg=dc.replace(c.bcg, **bad)).validate()
+
+
+def test_a_landing_bounce_is_one_touchdown_per_foot():
+    """Dropped 2 cm onto kappa 300 with the motors' gains, the soles bounce: their end-of-step force dips
+    below the trigger while the step's peak stays above it. That is one landing, so one touchdown per foot."""
+    c = load_sim_config()
+    c = dc.replace(c, actuation=dc.replace(c.actuation, gains="policy"),
+                   bcg=dc.replace(c.bcg, enabled=False)).with_kappa(300.0)
+    env = G1DiffEnv(c, 1)
+    s = env.state
+    s.root_pos_w[0, 2] += 0.02
+    env.reset(state=s)
+    per_foot, dips = torch.zeros(2, dtype=torch.long), 0
+    loaded = torch.zeros(2, dtype=torch.bool)
+    with torch.no_grad():
+        for _ in range(40):
+            out = env.step(torch.zeros(1, 29))
+            per_foot += out.touchdown[0].long()
+            peak_hi = out.foot_force_peak[0] > c.bcg.trigger_force
+            dips += int((loaded & peak_hi).sum())  # loaded again after an end-of-step dip: a bounce
+            loaded = out.foot_force[0] <= c.bcg.trigger_force
+            loaded &= peak_hi
+    assert dips >= 1, "the scenario must bounce, else it tests nothing"
+    assert per_foot.tolist() == [1, 1]
+
+
+def test_rearm_force_must_be_below_the_trigger():
+    c = load_sim_config()
+    with pytest.raises(ConfigError, match="bcg.rearm_force"):
+        dc.replace(c, bcg=dc.replace(c.bcg, rearm_force=c.bcg.trigger_force)).validate()

@@ -1,8 +1,9 @@
 """Bundled Contact Gradients (BCG): average a stiff contact event over perturbed branch copies.
 
 Rule (per world and foot): a **touchdown** is detected in a control step when the foot's peak normal force
-over the step's substeps exceeds `bcg.trigger_force` while its normal force at the end of the previous step
-did not (contact onset). The world must not already be running a bundle (then it is counted `busy`).
+over the step's substeps exceeds `bcg.trigger_force` after a whole control step whose peak stayed at or below
+`bcg.rearm_force` (contact onset after flight; a bounce or chatter within a stance does not re-trigger).
+The world must not already be running a bundle (then it is counted `busy`).
 
 On a touchdown in step t of world i (foot f):
 1. B branch copies of world i's state *at the start of step t* (before the impact) take a free chunk of the

@@ -81,6 +81,7 @@ class BCGConfig:
     sigma: float = 0.005  # [m]
     sigma_v: float = 0.05  # [m/s]
     trigger_force: float = 50.0  # [N]
+    rearm_force: float = 0.0  # [N] a foot re-arms after a control step whose peak force stayed <= this
     pool_size: int = 32  # branch worlds, a multiple of B
     antithetic: bool = True
     seed: int = 0
@@ -179,6 +180,8 @@ class SimConfig:
         need(b.sigma >= 0, "bcg.sigma", f"perturbation radius must be >= 0 m, got {b.sigma}")
         need(b.sigma_v >= 0, "bcg.sigma_v", f"perturbation radius must be >= 0 m/s, got {b.sigma_v}")
         need(b.trigger_force > 0, "bcg.trigger_force", f"must be > 0 N, got {b.trigger_force}")
+        need(0 <= b.rearm_force < b.trigger_force, "bcg.rearm_force",
+             f"must be in [0, trigger_force {b.trigger_force}) N, got {b.rearm_force}")
         need(b.pool_size >= 0, "bcg.pool_size", f"must be >= 0, got {b.pool_size}")
         need(b.branches < 1 or b.pool_size % b.branches == 0, "bcg.pool_size",
              f"must be a multiple of B={b.branches} (the pool is pool_size/B simulators of B worlds), "

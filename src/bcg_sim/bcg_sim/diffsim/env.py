@@ -92,7 +92,8 @@ class G1DiffEnv:
         self.default_joint_pos = torch.as_tensor(self.sim.m.default_joint_q[7:], dtype=torch.float32,
                                                  device=self.device)
         self.joint_q, self.joint_qd = self.sim.default_state()  # Newton layout [N, 36], [N, 35]
-        self._prev_foot_force = torch.full((num_worlds, 2), float("inf"), device=self.device)
+        # peak sole force [N, 2] of the previous control step: a foot is armed for a touchdown after a step in air
+        self._prev_foot_peak = torch.full((num_worlds, 2), float("inf"), device=self.device)
         self._motion = None
         self._ref_root_pos: torch.Tensor | None = None  # [T, 3]
         self._ref_time = torch.zeros(num_worlds, device=self.device)  # seconds into the clip per world
@@ -165,8 +166,8 @@ class G1DiffEnv:
             q, qd = to_newton(state, self.root_com_b)
         self.joint_q = self.joint_q.index_put((ids,), q.detach())
         self.joint_qd = self.joint_qd.index_put((ids,), qd.detach())
-        # right after a reset the feet count as loaded: a touchdown needs an unloaded step first
-        self._prev_foot_force[ids] = float("inf")
+        # right after a reset the feet count as loaded: a touchdown needs a step in the air first
+        self._prev_foot_peak[ids] = float("inf")
         if self.bundler is not None:
             self.bundler.cancel(ids.tolist())
 
@@ -184,9 +185,11 @@ class G1DiffEnv:
         o = self.sim.step(target, q_in, qd_in)
         outs = (o.joint_q, o.joint_qd, o.body_q, o.body_qd)
 
+        # Contact onset after flight: the previous step's peak must be <= rearm_force, so a foot that bounces
+        # or chatters on stiff contact (end-of-step force dipping below the trigger) is not re-bundled.
         touchdown = (o.foot_force_peak > self.cfg.bcg.trigger_force) & \
-                    (self._prev_foot_force <= self.cfg.bcg.trigger_force)
-        self._prev_foot_force = o.foot_force
+                    (self._prev_foot_peak <= self.cfg.bcg.rearm_force)
+        self._prev_foot_peak = o.foot_force_peak
         bundled = torch.zeros(self.num_worlds, dtype=torch.bool, device=self.device)
         if self.bundler is not None:
             for w, f in touchdown.nonzero().tolist():
