@@ -288,6 +288,7 @@ def shac_table(n: int, horizon: int, repeats: int) -> None:
           f"tracking cost on '{SHAC_MOTION}', fwd + backward + Adam; each cell its own process", flush=True)
     cells = [[("newton", False, 1, None)], [("newton", True, 1, None)], [("native", False, 1, None)],
              [("native", True, 1, None)], [("native", True, 2, None)],
+             [("native", False, 1, n // 2), ("native", False, 1, n // 2)],
              [("native", True, 1, n // 2), ("native", True, 1, n // 2)]]
     res = run_cells(cells, n, horizon, repeats)
     base = {r[0]["bcg"]: r[0]["samples_per_s"] for r in res[:2]}
@@ -301,9 +302,14 @@ def shac_table(n: int, horizon: int, repeats: int) -> None:
               f"{len(group):>5} {secs:>7.2f} {sps:>10.0f} {sps / base[r['bcg']]:>8.1f} "
               f"{max(g['peak_rss_gb'] for g in group):>11.2f} {sum(g['bundles'] for g in group):>7}", flush=True)
     nat = {(g[0]["bcg"], g[0]["threads"], len(g)): sum(x["samples_per_s"] for x in g) for g in res[2:]}
-    print(f"native BCG overhead (time on / off): {nat[(False, 1, 1)] / nat[(True, 1, 1)]:.2f}x; "
+    print(f"native BCG overhead (time on / off): {nat[(False, 1, 1)] / nat[(True, 1, 1)]:.2f}x one process, "
+          f"{nat[(False, 1, 2)] / nat[(True, 1, 2)]:.2f}x two; "
           f"1 -> 2 threads: {nat[(True, 2, 1)] / nat[(True, 1, 1)]:.2f}x; "
-          f"1 -> 2 processes (N/2 each, at once): {nat[(True, 1, 2)] / nat[(True, 1, 1)]:.2f}x")
+          f"1 -> 2 processes (N/2 each, at once): {nat[(False, 1, 2)] / nat[(False, 1, 1)]:.2f}x BCG off, "
+          f"{nat[(True, 1, 2)] / nat[(True, 1, 1)]:.2f}x on")
+    # Both cores (two processes) against the newton backend in one process: Warp's CPU kernels are serial, so
+    # one process is what the newton path uses of this machine (issue #8's "today").
+    print(f"both cores vs newton: BCG off {nat[(False, 1, 2)] / base[False]:.1f}x, on {nat[(True, 1, 2)] / base[True]:.1f}x")
 
 
 if __name__ == "__main__":
