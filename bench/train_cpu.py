@@ -3,6 +3,7 @@
     python bench/train_cpu.py                                   # preset cpu (64 worlds, h 16), 30 min each
     python bench/train_cpu.py --budget 20it --preset tiny       # a quick check of the bench itself
     python bench/train_cpu.py --procs-compare 4                 # + seconds per SHAC iteration, 1 vs 2 processes
+    python bench/train_cpu.py --reward tracking --budget 8min --parallel   # DeepMimic reward instead of ADD
 
 Each algorithm is one `bcg-train` run (run folders under --out). Printed per run: iterations, env samples,
 E_track at the first and last iteration, falls, peak RSS; then the sample ratio (env samples PPO needs to reach
@@ -41,6 +42,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", default="30min", help="per algorithm (default: 30min)")
     ap.add_argument("--motion", default="run", help="(default: run)")
     ap.add_argument("--kappa", type=float, default=300.0, help="kN/m (default: 300)")
+    ap.add_argument("--reward", choices=("add", "tracking"), default=None,
+                    help="reward of every run (default: the preset's, add)")
     ap.add_argument("--seed", type=int, default=0, help="(default: 0)")
     ap.add_argument("--device", default="cpu", help="(default: cpu)")
     ap.add_argument("--num-envs", type=int, default=None, help="override the preset's (default: preset)")
@@ -55,8 +58,8 @@ def main(argv=None) -> int:
     out = Path(args.out)
     common = ["--preset", args.preset, "--motion", args.motion, "--kappa", args.kappa, "--seed", args.seed,
               "--device", args.device]
-    common += [x for flag, v in (("--num-envs", args.num_envs), ("--horizon", args.horizon)) if v is not None
-               for x in (flag, v)]
+    common += [x for flag, v in (("--num-envs", args.num_envs), ("--horizon", args.horizon),
+                                 ("--reward", args.reward)) if v is not None for x in (flag, v)]
     runs = {algo: out / algo for algo in args.algos}
     cmds = {algo: [sys.executable, "-m", "bcg_train", *map(str, common), "--algo", algo, "--budget", args.budget,
                    "--out", str(run)] for algo, run in runs.items()}
