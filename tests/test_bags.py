@@ -160,12 +160,13 @@ def _record_and_kill(pub, bag, kill_after_s, log):
         # The kill clock starts at the first message the recorder writes (its first file opens): a matched
         # reader can take ~1 s to receive when the previous recorder's process was SIGKILLed (Fast DDS
         # shared-memory port health check), and what was never delivered is not a loss of the bag.
-        first_file = next(iter(bag.glob(".*.part")), None)
+        def recorder_wrote() -> bool:  # an open (.part) or closed file exists
+            return any(bag.glob(".*.part")) or any(bag.glob("*.mcap"))
+
         t_wait = time.monotonic()
-        while first_file is None and time.monotonic() - t_wait < 30.0:
+        while not recorder_wrote() and time.monotonic() - t_wait < 30.0:
             publish_one()
-            first_file = next(iter(bag.glob(".*.part")), None) or next(iter(bag.glob("*.mcap")), None)
-        assert first_file is not None, f"recorder wrote nothing in 30 s ({rec.output()})"
+        assert recorder_wrote(), f"recorder wrote nothing in 30 s ({rec.output()})"
         t0 = time.monotonic()
         while time.monotonic() - t0 < kill_after_s:
             publish_one()

@@ -267,15 +267,14 @@ def test_a_landing_bounce_is_one_touchdown_per_foot():
     s.root_pos_w[0, 2] += 0.02
     env.reset(state=s)
     per_foot, dips = torch.zeros(2, dtype=torch.long), 0
-    loaded = torch.zeros(2, dtype=torch.bool)
+    dipped = torch.zeros(2, dtype=torch.bool)  # last step: peak above the trigger, end-of-step force below it
     with torch.no_grad():
         for _ in range(40):
             out = env.step(torch.zeros(1, 29))
             per_foot += out.touchdown[0].long()
             peak_hi = out.foot_force_peak[0] > c.bcg.trigger_force
-            dips += int((loaded & peak_hi).sum())  # loaded again after an end-of-step dip: a bounce
-            loaded = out.foot_force[0] <= c.bcg.trigger_force
-            loaded &= peak_hi
+            dips += int((dipped & peak_hi).sum())  # loaded again after an end-of-step dip: a bounce
+            dipped = peak_hi & (out.foot_force[0] <= c.bcg.trigger_force)
     assert dips >= 1, "the scenario must bounce, else it tests nothing"
     assert per_foot.tolist() == [1, 1]
 
