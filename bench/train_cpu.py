@@ -6,8 +6,10 @@
     python bench/train_cpu.py --reward tracking --budget 8min --parallel   # DeepMimic reward instead of ADD
 
 Each algorithm is one `bcg-train` run (run folders under --out). Printed per run: iterations, env samples,
-E_track at the first and last iteration, falls, peak RSS; then the sample ratio (env samples PPO needs to reach
-SHAC+BCG's final E_track, or "not reached within N samples"), and curves.png (bcg-train plot, Fig. 5 layout).
+E_track and falls of the fixed-protocol evaluation (eval.csv) before training and at the end, the training
+batch's E_track at the first and last iteration, peak RSS; whether SHAC+BCG halved its evaluation E_track with
+no evaluation fall at the end; the sample ratio (env samples PPO needs to reach SHAC+BCG's final evaluation
+E_track, or "not reached within N samples"), and curves.png (bcg-train plot, Fig. 5 layout).
 """
 
 from __future__ import annotations
@@ -28,11 +30,19 @@ def summary(run: Path) -> dict:
     return json.loads((run / "summary.json").read_text())
 
 
+def eval_rows(run: Path) -> list[dict]:
+    """The run's fixed-protocol evaluations (eval.csv), numbers as floats."""
+    path = run / "eval.csv"
+    if not path.is_file():
+        return []
+    with open(path) as f:
+        return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
 def samples_to_reach(run: Path, target: float) -> tuple[int | None, int]:
-    """(env samples at the first iteration whose E_track <= target, or None; samples of the whole run)."""
-    with open(run / "metrics.csv") as f:
-        rows = list(csv.DictReader(f))
-    hit = next((int(r["samples"]) for r in rows if float(r["e_track_cm"]) <= target), None)
+    """(env samples at the first evaluation whose E_track <= target, or None; samples of the whole run)."""
+    rows = eval_rows(run)
+    hit = next((int(r["samples"]) for r in rows if r["e_track_cm"] <= target), None)
     return hit, int(rows[-1]["samples"]) if rows else 0
 
 
@@ -78,22 +88,34 @@ def main(argv=None) -> int:
             return code
     print(f"\n{args.preset} preset, motion {args.motion}, kappa {args.kappa:g}, seed {args.seed}, "
           f"budget {args.budget} each, device {args.device}{', runs in parallel' if args.parallel else ''}")
-    print("| algo | iterations | env samples | s/it | E_track first [cm] | E_track last [cm] | falls | peak RSS [MB] |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| algo | iterations | env samples | s/it | E_track eval first -> last [cm] | eval falls first -> last "
+          "| E_track batch first -> last [cm] | batch falls | peak RSS [MB] |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for algo, run in runs.items():
         s = summary(run)
         print(f"| {algo} | {s['iterations']} | {s['samples']} | {s['s_per_iteration']} | "
-              f"{s['e_track_cm_first']:.2f} | {s['e_track_cm_last']:.2f} | {int(s['falls_total'])} | "
+              f"{s['eval_first_e_track_cm']:.2f} -> {s['eval_last_e_track_cm']:.2f} | "
+              f"{s['eval_first_falls']:.0%} -> {s['eval_last_falls']:.0%} | "
+              f"{s['e_track_cm_first']:.2f} -> {s['e_track_cm_last']:.2f} | {int(s['falls_total'])} | "
               f"{s['peak_rss_mb_all_procs']:.0f} |")
+    print("(eval: config/train eval section, the exported policy in bcg_sim from fixed starts, no early termination;"
+          " batch: the training rollouts, episodes of every age)")
+    if "shac-bcg" in runs:
+        s = summary(runs["shac-bcg"])
+        halved = s["eval_last_e_track_cm"] <= 0.5 * s["eval_first_e_track_cm"]
+        upright = s["eval_last_falls"] == 0.0
+        print(f"SHAC+BCG eval E_track {s['eval_first_e_track_cm']:.2f} -> {s['eval_last_e_track_cm']:.2f} cm "
+              f"({s['eval_last_e_track_cm'] / s['eval_first_e_track_cm']:.2f}x): halved {'yes' if halved else 'NO'}, "
+              f"upright at the end (no eval fall) {'yes' if upright else 'NO'}")
     if "shac-bcg" in runs and "ppo" in runs:
-        target = summary(runs["shac-bcg"])["e_track_cm_last"]
+        target = summary(runs["shac-bcg"])["eval_last_e_track_cm"]
         hit, total = samples_to_reach(runs["ppo"], target)
         shac_samples = summary(runs["shac-bcg"])["samples"]
         if hit is None:
-            print(f"sample ratio: PPO did not reach SHAC+BCG's final E_track {target:.2f} cm within {total} samples "
-                  f"(SHAC+BCG used {shac_samples})")
+            print(f"sample ratio: PPO did not reach SHAC+BCG's final eval E_track {target:.2f} cm within {total} "
+                  f"samples (SHAC+BCG used {shac_samples})")
         else:
-            print(f"sample ratio: PPO reached E_track {target:.2f} cm after {hit} samples, SHAC+BCG used "
+            print(f"sample ratio: PPO reached eval E_track {target:.2f} cm after {hit} samples, SHAC+BCG used "
                   f"{shac_samples}: {hit / shac_samples:.2f}x")
     if len(runs) > 1:
         bcg_train("plot", *runs.values(), "-o", out / "curves.png")

@@ -4,6 +4,7 @@ gradient guard stops a run with a checkpoint of untouched weights."""
 
 from __future__ import annotations
 
+import csv
 import os
 import shutil
 import subprocess
@@ -59,6 +60,12 @@ def test_shac_run_folder(shac_run):
     assert list((shac_run / "tb").glob("events.out.tfevents*"))
     summary = yaml.safe_load((shac_run / "summary.json").read_text())
     assert summary["iterations"] == 2 and summary["samples"] == 2 * 2 * 2 and summary["peak_rss_mb_rank0"] > 0
+    # the fixed-protocol evaluation: before the first iteration and at the end (tiny: every 2 iterations)
+    evals = list(csv.DictReader(open(shac_run / "eval.csv")))
+    assert [int(r["iteration"]) for r in evals] == [0, 2] and [int(r["samples"]) for r in evals] == [0, 8]
+    assert all(float(r["e_track_cm"]) > 0 and int(r["worlds"]) == 2 for r in evals)
+    assert summary["eval_first_iteration"] == 0 and summary["eval_last_iteration"] == 2
+    assert summary["eval_last_e_track_cm"] == pytest.approx(float(evals[-1]["e_track_cm"]))
 
 
 def test_export_round_trip_matches_the_training_actor(shac_run, tmp_path, capsys):

@@ -68,6 +68,10 @@ def test_resume_after_sigterm_matches_an_uninterrupted_run(tmp_path, constant_lr
     for ra, rb in zip(a, b):  # the interrupted run's rows before the signal, and the resumed ones after it
         for key in COMPARED:
             assert float(rb[key]) == pytest.approx(float(ra[key]), rel=1e-5, abs=1e-7), (ra["iteration"], key)
+    ea, eb = (list(csv.DictReader(open(run / "eval.csv"))) for run in (straight, interrupted))
+    assert [r["iteration"] for r in eb] == [r["iteration"] for r in ea]  # none lost or repeated by the resume
+    for ra, rb in zip(ea, eb):
+        assert float(rb["e_track_cm"]) == pytest.approx(float(ra["e_track_cm"]), rel=1e-5), ra["iteration"]
     wa = torch.load(straight / "checkpoints" / "last.pt", weights_only=False)["algo"]
     wb = torch.load(interrupted / "checkpoints" / "last.pt", weights_only=False)["algo"]
     for name in wa["actor"]:

@@ -22,10 +22,12 @@ class PolicyFault(RuntimeError):
 
 
 class PolicyRunner:
-    def __init__(self, policy: Policy):
+    def __init__(self, policy: Policy, reference=None):
+        """`reference`: this runner's own copy of the clip (its yaw/position alignment is per runner); default
+        the policy's, shared with whoever reads policy.reference (one robot, one alignment)."""
         self.policy = policy
         self.contract = policy.contract
-        self.reference = policy.reference
+        self.reference = policy.reference if reference is None else reference
         self.horizon = self.contract.observation.ref_horizon
         self.dt = self.contract.control_dt
         self._slices = self.contract.slices()
@@ -35,11 +37,12 @@ class PolicyRunner:
         self.last_action = np.zeros(29, dtype=np.float32)
         self.last_act_s = 0.0  # wall time of the last inference
 
-    def start(self, state) -> None:
-        """Begin a run: reference time 0, zero last action, clip yaw-aligned to the robot's heading."""
-        self.t = 0.0
+    def start(self, state, t0: float = 0.0) -> None:
+        """Begin a run at reference time t0 [s] (default the clip's start): zero last action, clip yaw-aligned
+        to the robot's heading and placed so that its pose at t0 is at the origin."""
+        self.t = float(t0)
         self.last_action = np.zeros(29, dtype=np.float32)
-        self.reference.align_yaw(state.base_quat_w)
+        self.reference.align_yaw(state.base_quat_w, self.t)
 
     @property
     def clip_ended(self) -> bool:

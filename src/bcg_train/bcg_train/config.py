@@ -92,6 +92,15 @@ class PPOConfig:
 
 
 @dataclass
+class TrainEvalConfig:
+    """Fixed-protocol evaluation during training (bcg_train.eval.diffsim_eval.window_tracking)."""
+
+    every: int = 10
+    starts: int = 8
+    seconds: float = 2.0
+
+
+@dataclass
 class TrainConfig:
     algo: str = "shac-bcg"
     budget: str = "200it"
@@ -105,6 +114,7 @@ class TrainConfig:
     add: ADDConfig = field(default_factory=ADDConfig)
     shac: SHACConfig = field(default_factory=SHACConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    eval: TrainEvalConfig = field(default_factory=TrainEvalConfig)
 
     def validate(self, where: str = "train config") -> TrainConfig:
         def need(ok: bool, key: str, msg: str) -> None:
@@ -135,6 +145,9 @@ class TrainConfig:
         need(self.add.replay_size >= self.add.batch_size >= 2, "add.replay_size",
              "need replay_size >= batch_size >= 2")
         need(self.ppo.steps_per_env >= 1 and self.ppo.minibatches >= 1, "ppo", "steps_per_env, minibatches >= 1")
+        need(self.eval.every >= 0, "eval.every", f"must be >= 0 (0: never), got {self.eval.every}")
+        need(self.eval.starts >= 1, "eval.starts", f"must be >= 1, got {self.eval.starts}")
+        need(self.eval.seconds > 0, "eval.seconds", f"must be > 0 s, got {self.eval.seconds}")
         parse_budget(self.budget)
         return self
 

@@ -1,5 +1,7 @@
 """`bcg-train plot`: runs' E_track and reward against iterations, env samples (log) and wall clock (the BCG
-paper's Fig. 5 layout: one row per quantity, one column per x axis, one line per run)."""
+paper's Fig. 5 layout: one row per quantity, one column per x axis, one line per run). The training batch's
+numbers come from metrics.csv; the fixed-protocol evaluation's (E_track, falls) from eval.csv when the runs
+have one."""
 
 from __future__ import annotations
 
@@ -12,14 +14,18 @@ class PlotError(ValueError):
     pass
 
 
-ROWS = (("e_track_cm", "E_track [cm]"), ("reward", "reward per step"))
+# (file, column, y label): training batch (every iteration), then the fixed-protocol evaluation
+ROWS = (("metrics.csv", "e_track_cm", "E_track, training batch [cm]"),
+        ("metrics.csv", "reward", "reward per step"),
+        ("eval.csv", "e_track_cm", "E_track, evaluation [cm]"),
+        ("eval.csv", "falls", "falls, evaluation [fraction]"))
 COLS = (("iteration", "iterations", False), ("samples", "env samples", True), ("wall_s", "wall clock [s]", False))
 
 
-def read_metrics(run: Path) -> dict[str, list[float]]:
-    path = run / "metrics.csv"
+def read_metrics(run: Path, name: str = "metrics.csv") -> dict[str, list[float]]:
+    path = run / name
     if not path.is_file():
-        raise PlotError(f"{run}: no metrics.csv (not a bcg-train run folder)")
+        raise PlotError(f"{run}: no {name} (not a bcg-train run folder)")
     with open(path) as f:
         rows = list(csv.DictReader(f))
     if not rows:
@@ -40,13 +46,15 @@ def plot_runs(runs: list[Path], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = [(r.name, read_metrics(r)) for r in runs]
-    fig, axes = plt.subplots(len(ROWS), len(COLS), figsize=(4 * len(COLS), 3 * len(ROWS)), squeeze=False)
-    for i, (key, ylabel) in enumerate(ROWS):
+    files = {"metrics.csv": [(r.name, read_metrics(r)) for r in runs],
+             "eval.csv": [(r.name, read_metrics(r, "eval.csv")) for r in runs if (r / "eval.csv").is_file()]}
+    rows = [row for row in ROWS if files[row[0]]]
+    fig, axes = plt.subplots(len(rows), len(COLS), figsize=(4 * len(COLS), 3 * len(rows)), squeeze=False)
+    for i, (file, key, ylabel) in enumerate(rows):
         for j, (xkey, xlabel, logx) in enumerate(COLS):
             ax = axes[i][j]
-            for name, m in data:
-                ax.plot(m[xkey], m[key], label=name)
+            for name, m in files[file]:
+                ax.plot(m[xkey], m[key], label=name, marker="." if file == "eval.csv" else None)
             if logx:
                 ax.set_xscale("log")
             ax.set_xlabel(xlabel)

@@ -7,8 +7,11 @@ Run folder (`--out`):
   tb/                  TensorBoard event files
   checkpoints/last.pt  every `checkpoint_every` iterations, on SIGINT/SIGTERM, at a guard stop and at the end
                        (last.rank1.pt ... for the other processes of a data-parallel run); never non-finite
+  eval.csv             fixed-protocol evaluations (TrainEvalConfig): before the first iteration, every
+                       `eval.every` iterations and after the last; the policy as exported, in bcg_sim
   policy/              the exported artifact (bcg_sim.policy.export_policy) at the end
-  summary.json         iterations, samples, wall clock, E_track first/last, falls, peak RSS
+  summary.json         iterations, samples, wall clock, E_track first/last (training batch and evaluation),
+                       falls, peak RSS
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ import os
 import resource
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 import torch
 import yaml
@@ -37,7 +43,7 @@ from bcg_train.task import Task, TaskError
 EXIT_BAD_INPUT = 2
 EXIT_GUARD_STOP = 3
 CONFIG_FILE, CONTRACT_FILE, REFERENCE_FILE = "config.yaml", "contract.yaml", "reference.npz"
-METRICS_FILE, SUMMARY_FILE = "metrics.csv", "summary.json"
+METRICS_FILE, SUMMARY_FILE, EVAL_FILE = "metrics.csv", "summary.json", "eval.csv"
 # contract keys that training itself fills in (normalization, files) and so may differ between runs
 _CONTRACT_TRAINED_KEYS = ("files", "description", "reference")
 
@@ -157,8 +163,9 @@ class Runner:
                 yaml.safe_dump({**config_to_dict(self.cfg), "procs": self.procs}, f, sort_keys=False)
             self.contract.save(self.out / CONTRACT_FILE)
             ReferenceTrack.from_motion(self.motion).save_npz(self.out / REFERENCE_FILE)
-            if (self.out / METRICS_FILE).exists():
-                (self.out / METRICS_FILE).unlink()
+            for name in (METRICS_FILE, EVAL_FILE):
+                if (self.out / name).exists():
+                    (self.out / name).unlink()
         self.comm.barrier()
 
     def save_checkpoint(self) -> bool:
@@ -192,10 +199,11 @@ class Runner:
             self.env.bundler.gen.set_state(d["bcg_gen"])
         if self.comm.is_main:
             self._truncate_metrics(self.iteration)
+            self._truncate_metrics(self.iteration, EVAL_FILE)
 
-    def _truncate_metrics(self, iteration: int) -> None:
+    def _truncate_metrics(self, iteration: int, name: str = METRICS_FILE) -> None:
         """Drop rows logged after the checkpoint (they are recomputed identically)."""
-        path = self.out / METRICS_FILE
+        path = self.out / name
         if not path.is_file():
             return
         with open(path) as f:
@@ -237,6 +245,44 @@ class Runner:
         for s, h in getattr(self, "_old_handlers", {}).items():
             signal.signal(s, h)
 
+    # --- evaluation ---
+    def evaluate(self) -> dict | None:
+        """Score the current policy by the fixed protocol (TrainEvalConfig) and append it to eval.csv. Rank 0
+        exports the policy to a temporary folder and runs it through the node's PolicyRunner in bcg_sim
+        (bcg_train.eval.diffsim_eval.window_tracking) -- the artifact a user gets, not the training loop's
+        tensors; the other ranks wait. Returns the row (rank 0) or None."""
+        e = self.cfg.eval
+        row = None
+        if self.comm.is_main:
+            from bcg_sim.policy import load_policy
+            from bcg_train.eval.config import load_eval_config
+            from bcg_train.eval.diffsim_eval import window_tracking
+
+            with tempfile.TemporaryDirectory(prefix="bcg-eval-") as tmp:
+                policy = load_policy(self.export(Path(tmp) / "policy"))
+                last = max(0.0, policy.reference.duration - e.seconds)
+                starts = [float(t) for t in np.linspace(0.0, last, e.starts)]
+                score = window_tracking(policy, load_eval_config(), starts, e.seconds, self.cfg.kappa)
+            row = {"iteration": self.iteration, "samples": self.samples, "wall_s": round(self.elapsed, 3),
+                   **{k: score[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")}}
+            path = self.out / EVAL_FILE
+            new = not path.is_file()
+            with open(path, "a", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(row))
+                if new:
+                    w.writeheader()
+                w.writerow(row)
+        self.comm.barrier()
+        return row
+
+    def _eval_due(self, final: bool = False) -> bool:
+        every = self.cfg.eval.every
+        if every <= 0:
+            return False
+        done = {int(r["iteration"]) for r in _rows(self.out / EVAL_FILE)} if self.comm.is_main else set()
+        due = self.iteration not in done and (final or self.iteration % every == 0)
+        return self.comm.any(due)
+
     # --- the loop ---
     def train(self) -> int:
         self.build()
@@ -259,6 +305,8 @@ class Runner:
         code = 0
         t0 = time.perf_counter() - self.elapsed
         try:
+            if self._eval_due():
+                self._report_eval(self.evaluate(), bar)
             while not self.budget.reached(self.iteration, self.samples, self.elapsed):
                 m = self.algo.iteration()
                 self.iteration += 1
@@ -275,6 +323,9 @@ class Runner:
                     bar.refresh()
                 stop = self.comm.any(self.stop_signal is not None)
                 guard = getattr(self.algo, "consecutive_skips", 0) >= self.cfg.shac.max_consecutive_skips
+                if not (stop or guard) and self._eval_due():
+                    self._report_eval(self.evaluate(), bar)
+                    self.elapsed = time.perf_counter() - t0
                 if stop or guard or self.iteration % self.cfg.checkpoint_every == 0:
                     self.save_checkpoint()
                 if guard:
@@ -291,6 +342,9 @@ class Runner:
                     code = 128 + int(self.stop_signal or signal.SIGTERM)
                     break
             else:
+                if self._eval_due(final=True):
+                    self._report_eval(self.evaluate(), bar)
+                    self.elapsed = time.perf_counter() - t0
                 self.save_checkpoint()
         finally:
             self._restore_signals()
@@ -302,6 +356,12 @@ class Runner:
             self.export(self.out / "policy")
         self.write_summary()
         return code
+
+    def _report_eval(self, row: dict | None, bar) -> None:
+        if row is not None and bar is not None:
+            bar.write(f"bcg-train: eval at iteration {row['iteration']}: E_track {row['e_track_cm']:.1f} cm over "
+                      f"{self.cfg.eval.seconds:g} s, falls {row['falls']:.0%} of {row['worlds']} starts, "
+                      f"survival {row['survival_s']:.2f} s", file=sys.stderr)
 
     def _progress(self) -> float:
         return {"iterations": self.iteration, "samples": self.samples, "seconds": self.elapsed}[self.budget.kind]
@@ -322,11 +382,31 @@ class Runner:
                    "s_per_iteration": round(self.elapsed / self.iteration, 3) if self.iteration else None,
                    "e_track_cm_first": (self.first_row or {}).get("e_track_cm"),
                    "e_track_cm_last": last.get("e_track_cm"), "falls_total": _sum_col(self.out / METRICS_FILE, "falls"),
+                   **_eval_ends(self.out / EVAL_FILE),
                    "skipped_total": last.get("skipped_total"), "peak_rss_mb_rank0": round(peak_mb, 1),
                    "peak_rss_mb_all_procs": round(total_peak, 1)}
         with open(self.out / SUMMARY_FILE, "w") as f:
             json.dump(summary, f, indent=1)
         print("bcg-train summary: " + ", ".join(f"{k}={v}" for k, v in summary.items()), file=sys.stderr)
+
+
+def _rows(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def _eval_ends(path: Path) -> dict:
+    """First and last evaluation (eval.csv) for the summary: iteration, E_track [cm], falls [fraction]."""
+    rows = _rows(path)
+    if not rows:
+        return {}
+    out = {}
+    for tag, r in (("first", rows[0]), ("last", rows[-1])):
+        out.update({f"eval_{tag}_iteration": int(r["iteration"]), f"eval_{tag}_e_track_cm": float(r["e_track_cm"]),
+                    f"eval_{tag}_falls": float(r["falls"]), f"eval_{tag}_survival_s": float(r["survival_s"])})
+    return out
 
 
 def _last_row(path: Path) -> dict:

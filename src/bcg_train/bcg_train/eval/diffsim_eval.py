@@ -9,6 +9,7 @@ config's. The sim's gain table (actuation.gains) must match the contract's kp/kd
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import numpy as np
@@ -45,8 +46,12 @@ def sim_config_for(policy: Policy, kappa: float | None):
 
 
 def diffsim_rollouts(policy: Policy, cfg: EvalConfig, seeds: list[int], seconds: float,
-                     kappa: float | None = None) -> list[Rollout]:
-    """One forward-only bcg_sim rollout per seed (the seeds' MuJoCo start states), batched as worlds."""
+                     kappa: float | None = None, start_times: list[float] | None = None,
+                     stop_at_falls: bool = True) -> list[Rollout]:
+    """One forward-only bcg_sim rollout per seed (the seeds' MuJoCo start states), batched as worlds.
+    `start_times` [s]: each world starts at that time of the clip (default 0), with its own aligned copy of the
+    reference. `stop_at_falls`: end when every world has fallen (else run all `seconds`; a fallen world's
+    motors hold their last targets)."""
     from bcg_policy_node.policy_runner import PolicyFault, PolicyRunner
     from bcg_sim.diffsim.backend import make_simulator
     from bcg_sim.diffsim.state import SimState, from_newton, quat_rotate_wxyz, to_newton
@@ -54,13 +59,17 @@ def diffsim_rollouts(policy: Policy, cfg: EvalConfig, seeds: list[int], seconds:
     sim_cfg = sim_config_for(policy, kappa)
     n = len(seeds)
     sim = make_simulator(sim_cfg, n)  # the configured training backend (config/sim.yaml)
-    starts = [start_state(policy, cfg, np.random.default_rng(s)) for s in seeds]
+    t0 = [0.0] * n if start_times is None else [float(t) for t in start_times]
+    if len(t0) != n:
+        raise EvalError(f"{len(t0)} start times for {n} seeds")
+    refs = [copy.copy(policy.reference) for _ in seeds]  # per-world alignment (align_yaw mutates the track)
+    starts = [start_state(policy, cfg, np.random.default_rng(s), t, ref) for s, t, ref in zip(seeds, t0, refs)]
     f32 = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.float32, device=sim.torch_device)  # noqa: E731
     state = SimState(f32([s[0][:3] for s in starts]), f32([s[0][3:7] for s in starts]), f32([s[1] for s in starts]),
                      f32([s[2] for s in starts]), f32([s[0][7:] for s in starts]), f32([s[3] for s in starts]))
     root_com_b = f32(sim.m.root_com_b)
     q, qd = to_newton(state, root_com_b)
-    runners = [PolicyRunner(policy) for _ in seeds]
+    runners = [PolicyRunner(policy, ref) for ref in refs]
     alive = np.ones(n, dtype=bool)
     dt = policy.contract.control_dt
 
@@ -77,7 +86,7 @@ def diffsim_rollouts(policy: Policy, cfg: EvalConfig, seeds: list[int], seconds:
     with torch.no_grad():
         st = from_newton(q, qd, root_com_b)
         for i, r in enumerate(runners):
-            r.start(robot(st, i))
+            r.start(robot(st, i), t0[i])
         hist = [qpos(st)]
         steps = 0
         for _ in range(round(seconds / dt)):
@@ -97,9 +106,32 @@ def diffsim_rollouts(policy: Policy, cfg: EvalConfig, seeds: list[int], seconds:
             hist.append(qpos(st))
             steps += 1
             alive &= hist[-1][:, 2] >= cfg.fall_height
-            if not alive.any():
+            if stop_at_falls and not alive.any():
                 break
     h = np.stack(hist)  # [T, n, 36]
     t = np.arange(steps + 1) * dt
-    ref = reference_qpos(policy.reference, t)
-    return [Rollout(t, h[:, i], ref) for i in range(n)]
+    return [Rollout(t, h[:, i], reference_qpos(refs[i], t0[i] + t)) for i in range(n)]
+
+
+def window_tracking(policy: Policy, cfg: EvalConfig, start_times: list[float], seconds: float,
+                    kappa: float | None = None) -> dict[str, float]:
+    """A fixed-protocol tracking score in the training simulator (bcg_train's evaluation during training):
+    one world per start time [s], started exactly in the reference state (no initial noise), the policy through
+    the node's PolicyRunner for `seconds` with no early termination, so a fall keeps counting as the large
+    error it is and policies that survive different times are compared over the same window.
+    Returns e_track_cm (mean over worlds and steps 1..T of metrics.tracking_error), falls (fraction of worlds
+    whose pelvis went below cfg.fall_height), survival_s (mean time to that, or `seconds`), worlds."""
+    from bcg_train.eval import metrics
+
+    quiet = dataclasses.replace(cfg, init_joint_noise=0.0, init_root_vel_noise=0.0)
+    runs = diffsim_rollouts(policy, quiet, list(range(len(start_times))), seconds, kappa, start_times,
+                            stop_at_falls=False)
+    e, fell, surv = [], [], []
+    for r in runs:
+        s = metrics.series(r, policy.contract.control_dt, cfg.contact_height)
+        e.append(float(np.mean(s["e_track"][1:])))
+        i = metrics.first_fall(s["root_height"], cfg.fall_height)
+        fell.append(i is not None)
+        surv.append(float(s["time"][i]) if i is not None else float(s["time"][-1]))
+    return {"e_track_cm": 100.0 * float(np.mean(e)), "falls": float(np.mean(fell)),
+            "survival_s": float(np.mean(surv)), "worlds": len(runs)}

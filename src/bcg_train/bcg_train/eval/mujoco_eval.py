@@ -213,15 +213,16 @@ class MujocoEvaluator:
                        for k, b in enumerate(self._foot_bodies)))
 
 
-def start_state(policy: Policy, cfg: EvalConfig, rng: np.random.Generator):
-    """The reference at t = 0 (clip started at the origin, heading unchanged) plus a seed's initial-state noise
-    (joint angles, root linear velocity): qpos [36], root linear / angular velocity [3] (world), joint
-    velocity [29]. The same start for MuJoCo and the training simulator (delta_d)."""
-    ref = policy.reference
-    ref.align_yaw(ref.sample(np.array([0.0]), aligned=False)["root_quat_w"][0])
-    s = {k: v[0] for k, v in ref.sample(np.array([0.0])).items()}
+def start_state(policy: Policy, cfg: EvalConfig, rng: np.random.Generator, t0: float = 0.0, reference=None):
+    """The reference at time t0 [s] (clip placed so that its pose at t0 is at the origin, heading unchanged) plus
+    a seed's initial-state noise (joint angles, root linear velocity): qpos [36], root linear / angular velocity
+    [3] (world), joint velocity [29]. The same start for MuJoCo and the training simulator (delta_d).
+    `reference`: the clip to align (default policy.reference)."""
+    ref = policy.reference if reference is None else reference
+    ref.align_yaw(ref.sample(np.array([t0]), aligned=False)["root_quat_w"][0], t0)
+    s = {k: v[0] for k, v in ref.sample(np.array([t0])).items()}
     dt = policy.contract.control_dt
-    jv = (ref.sample(np.array([dt]))["joint_pos"][0] - s["joint_pos"]) / dt
+    jv = (ref.sample(np.array([t0 + dt]))["joint_pos"][0] - s["joint_pos"]) / dt
     q = s["joint_pos"] + rng.normal(0.0, cfg.init_joint_noise, len(JOINTS_29))
     lo, hi = np.array([j.lower for j in JOINTS_29]), np.array([j.upper for j in JOINTS_29])
     qpos = np.concatenate([s["root_pos_w"], s["root_quat_w"], np.clip(q, lo, hi)])

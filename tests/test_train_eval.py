@@ -1,0 +1,62 @@
+"""The fixed-protocol evaluation during training (bcg_train.eval.diffsim_eval.window_tracking): exported
+policies through the node's PolicyRunner in bcg_sim, one world per start time, no early termination."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from bcg_sim.config import ConfigError  # noqa: E402
+from bcg_sim.policy import default_contract, export_policy, load_policy  # noqa: E402
+from bcg_sim.policy.cli import hold_module  # noqa: E402
+from bcg_train.eval.config import load_eval_config  # noqa: E402
+from bcg_train.eval.diffsim_eval import diffsim_rollouts, window_tracking  # noqa: E402
+from bcg_train.eval.metrics import series  # noqa: E402
+
+
+def _hold(tmp_path, reference: str, gains: str):
+    """Zero actions (PD to the default pose) exported with the built-in clip `reference` at the control rate
+    ("stand": the default pose itself)."""
+    from bcg_sim.motion import load
+    from bcg_sim.policy import ReferenceTrack
+
+    c = default_contract(reference_name=reference, gains=gains)
+    track = None if reference == "stand" else ReferenceTrack.from_motion(load(reference, fps=1.0 / c.control_dt))
+    return load_policy(export_policy(hold_module(c.n_obs), c, tmp_path / f"{reference}-{gains}", ("onnx",),
+                                     reference=track))
+
+
+def test_each_world_starts_in_the_reference_state_at_its_own_time(tmp_path):
+    """The run clip moves 2 m/s: a reference aligned for another world's start would be metres off."""
+    pol = _hold(tmp_path, "run", "policy")
+    cfg = load_eval_config()
+    starts = [0.0, 0.3, 2.5]
+    runs = diffsim_rollouts(pol, cfg, [0, 1, 2], 0.1, 300.0, starts)
+    for r in runs:
+        s = series(r, pol.contract.control_dt, cfg.contact_height)
+        assert s["e_track"][0] < 0.02, s["e_track"][0]  # start noise only (init_joint_noise 0.02 rad)
+        np.testing.assert_allclose(r.ref_qpos[0, :2], 0.0, atol=1e-9)  # each clip placed at the origin
+    # the starts are different poses of the clip
+    assert np.abs(runs[0].ref_qpos[0, 7:] - runs[1].ref_qpos[0, 7:]).max() > 0.05
+
+
+def test_a_fall_counts_and_keeps_scoring_over_the_window(tmp_path):
+    """Zero actions with the motors' gains cannot hold the G1 (docs/sim.md); the bring-up gains can."""
+    cfg = load_eval_config()
+    limp = window_tracking(_hold(tmp_path, "stand", "policy"), cfg, [0.0, 0.5], 2.0, 300.0)
+    held = window_tracking(_hold(tmp_path, "stand", "stand"), cfg, [0.0, 0.5], 2.0, 300.0)
+    assert limp["worlds"] == held["worlds"] == 2
+    assert limp["falls"] == 1.0 and limp["survival_s"] < 1.5
+    assert held["falls"] == 0.0 and held["survival_s"] == pytest.approx(2.0)
+    assert held["e_track_cm"] < 5.0 < 4 * held["e_track_cm"] < limp["e_track_cm"]
+
+
+def test_eval_settings_are_validated():
+    from bcg_train.config import load_train_config
+
+    assert load_train_config(overrides={"eval": {"every": 0}}).eval.every == 0  # 0: never
+    for key, value in (("every", -1), ("starts", 0), ("seconds", 0.0)):
+        with pytest.raises(ConfigError, match=f"eval.{key}"):
+            load_train_config(overrides={"eval": {key: value}})
