@@ -106,6 +106,24 @@ def test_replay_publishes_with_original_timing(recorded_bag):
     assert span > recorded_span / 2 * 0.8, f"replayed in {span:.3f} s at rate 2"
 
 
+def test_replay_plan_divides_the_recorded_spacing_by_the_rate(recorded_bag):
+    """The schedule play() follows, from the real bag: at --rate 2 every offset is half the recorded one."""
+    path, msgs, _ = recorded_bag
+    plans = {}
+    for rate in ("1", "2"):
+        r = _run_replay(path, "--topics", "/lowstate", "--rate", rate, "--plan")
+        assert r.returncode == 0, r.stderr
+        rows = [ln.split() for ln in r.stdout.splitlines()]
+        assert len(rows) == N and all(t == "/lowstate" for _, t, _ in rows)
+        plans[rate] = [(float(o), int(stamp)) for o, _, stamp in rows]
+    stamps = [s for _, s in plans["1"]]
+    assert stamps == sorted(stamps) and stamps == [s for _, s in plans["2"]]
+    recorded = [(s - stamps[0]) * 1e-9 for s in stamps]
+    assert [o for o, _ in plans["1"]] == pytest.approx(recorded, abs=1e-6)
+    assert [o for o, _ in plans["2"]] == pytest.approx([x / 2 for x in recorded], abs=1e-6)
+    assert recorded[-1] > 0.5 * (N - 1) * PERIOD_S  # the bag's spacing is the publisher's, not zero
+
+
 def _run_replay(*args):
     return subprocess.run([sys.executable, "-m", "bcg_policy_node.replay", *map(str, args)],
                           capture_output=True, text=True, timeout=60, cwd=REPO)

@@ -1,9 +1,9 @@
 """bcg-replay: play a deployment bag back on its topics, or re-run the policy on it offline.
 
-    bcg-replay BAG [--rate R] [--topics T ...] [--delay S] [--wait-subscribers N]
+    bcg-replay BAG [--rate R] [--topics T ...] [--delay S] [--wait-subscribers N] [--plan]
         publishes every message on its original topic with real rclpy publishers, keeping the recorded
         spacing (divided by --rate), after --delay s (and, with --wait-subscribers N, once N subscribers
-        matched on every topic).
+        matched on every topic). --plan prints that schedule (offset s, topic, stamp) and publishes nothing.
     bcg-replay BAG --check-policy DIR [--tolerance RAD]
         deploy consistency check: for every RUN segment of the bag (from /policy_node/transitions) the policy
         in DIR is run offline on the recorded /lowstate, with the policy node's own runner (same observation
@@ -49,6 +49,39 @@ TRANSITIONS_TOPIC = "/policy_node/transitions"
 # Playback
 
 
+def schedule(bag: str | Path, topics: Sequence[str], rate: float):
+    """(offset [s] after the first message at which to publish, message) for the bag's messages on `topics`
+    in recorded order: the recorded spacing divided by `rate`. The plan `play` follows and `--plan` prints."""
+    if rate <= 0:
+        raise ValueError(f"--rate must be > 0, got {rate}")
+    t_bag0 = None
+    for msg in read_bag(bag, topics):
+        if t_bag0 is None:
+            t_bag0 = msg.timestamp_ns
+        yield (msg.timestamp_ns - t_bag0) * 1e-9 / rate, msg
+
+
+def _chosen_topics(bag: str | Path, topics: Sequence[str] | None) -> dict:
+    """{topic: (type, count)} of the topics to replay (all by default); a bad bag or topic is a BagError."""
+    available = bag_topics(bag)  # opens the bag first: a bad bag fails before any ROS setup
+    check_topic_types(bag, {t: m for t, (m, _) in available.items()})
+    chosen = list(available) if not topics else list(topics)
+    missing = [t for t in chosen if t not in available]
+    if missing:
+        raise BagError(f"bag {bag} has no topic(s) {missing}; it has {sorted(available)}")
+    return {t: available[t] for t in chosen}
+
+
+def print_plan(bag: str | Path, rate: float, topics: Sequence[str] | None) -> int:
+    """`--plan`: the playback schedule (offset s, topic, recorded stamp ns) without publishing; returns the
+    number of messages."""
+    n = 0
+    for offset, msg in schedule(bag, list(_chosen_topics(bag, topics)), rate):
+        print(f"{offset:.6f} {msg.topic} {msg.timestamp_ns}")
+        n += 1
+    return n
+
+
 def play(bag: str | Path, rate: float = 1.0, topics: Sequence[str] | None = None, delay_s: float = 1.0,
          wait_subscribers: int = 0, wait_timeout_s: float = 30.0) -> int:
     """Publish the bag's messages with their recorded spacing / rate; returns the number published.
@@ -61,25 +94,19 @@ def play(bag: str | Path, rate: float = 1.0, topics: Sequence[str] | None = None
 
     if rate <= 0:
         raise ValueError(f"--rate must be > 0, got {rate}")
-    available = bag_topics(bag)  # opens the bag first: a bad bag fails before any ROS setup
-    check_topic_types(bag, {t: m for t, (m, _) in available.items()})
-    chosen = list(available) if not topics else list(topics)
-    missing = [t for t in chosen if t not in available]
-    if missing:
-        raise BagError(f"bag {bag} has no topic(s) {missing}; it has {sorted(available)}")
+    chosen = _chosen_topics(bag, topics)
     rclpy.init()
     node = rclpy.create_node("bcg_replay")
     try:
         qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-        pubs = {t: node.create_publisher(message_class(available[t][0]), t, qos) for t in chosen}
+        pubs = {t: node.create_publisher(message_class(chosen[t][0]), t, qos) for t in chosen}
         time.sleep(delay_s)  # let subscribers discover the publishers
         _wait_for_subscribers(pubs, wait_subscribers, wait_timeout_s)
-        n, t_wall0, t_bag0 = 0, None, None
-        for msg in read_bag(bag, chosen):
+        n, t_wall0 = 0, None
+        for offset, msg in schedule(bag, list(chosen), rate):
             if t_wall0 is None:
-                t_wall0, t_bag0 = time.monotonic(), msg.timestamp_ns
-            due = t_wall0 + (msg.timestamp_ns - t_bag0) * 1e-9 / rate
-            wait = due - time.monotonic()
+                t_wall0 = time.monotonic()
+            wait = t_wall0 + offset - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
             pubs[msg.topic].publish(msg.cdr)  # CDR bytes as recorded: no re-serialization
@@ -196,6 +223,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--delay", type=float, default=1.0, help="s to wait for subscribers before playing (default 1)")
     ap.add_argument("--wait-subscribers", type=int, default=0, metavar="N",
                     help="also wait until every replayed topic has N matched subscribers (up to 30 s)")
+    ap.add_argument("--plan", action="store_true",
+                    help="print the playback schedule (offset s, topic, recorded stamp ns) instead of publishing")
     ap.add_argument("--check-policy", metavar="DIR", default=None,
                     help="re-run this policy offline on the recorded /lowstate and compare with /lowcmd")
     ap.add_argument("--tolerance", type=float, default=1e-3,
@@ -225,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"max {r.max_diff:.3e} rad, mean {r.mean_diff:.3e} rad (tolerance {args.tolerance:.1e}); "
                   f"kp/kd relative difference max {r.max_gain_diff:.1e} -> {'OK' if ok else 'MISMATCH'}")
             return 0 if ok else 1
+        if args.plan:
+            print_plan(args.bag, args.rate, args.topics)
+            return 0
         n = play(args.bag, args.rate, args.topics, args.delay, args.wait_subscribers)
         print(f"bcg-replay: published {n} messages from {args.bag}")
         return 0
