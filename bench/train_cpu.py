@@ -4,6 +4,8 @@
     python bench/train_cpu.py --budget 20it --preset tiny       # a quick check of the bench itself
     python bench/train_cpu.py --procs-compare 4                 # + seconds per SHAC iteration, 1 vs 2 processes
     python bench/train_cpu.py --reward tracking --budget 8min --parallel   # DeepMimic reward instead of ADD
+    python bench/train_cpu.py --algos ppo --out runs/bench_train ...        # one more run into the same folder
+    python bench/train_cpu.py --report-only --out runs/bench_train          # table, ratio, curves of finished runs
 
 Each algorithm is one `bcg-train` run (run folders under --out). Printed per run: iterations, env samples,
 E_track and falls of the fixed-protocol evaluation (eval.csv) before training and at the end, the training
@@ -20,6 +22,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+import yaml
 
 
 def bcg_train(*args) -> int:
@@ -64,6 +68,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="runs/bench_train", help="(default: runs/bench_train)")
     ap.add_argument("--parallel", action="store_true",
                     help="start the runs at once (they share the cores; each still gets the full budget)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="train nothing: print the table, ratio and curves of the run folders already under --out")
     args = ap.parse_args(argv)
     out = Path(args.out)
     common = ["--preset", args.preset, "--motion", args.motion, "--kappa", args.kappa, "--seed", args.seed,
@@ -73,7 +79,13 @@ def main(argv=None) -> int:
     runs = {algo: out / algo for algo in args.algos}
     cmds = {algo: [sys.executable, "-m", "bcg_train", *map(str, common), "--algo", algo, "--budget", args.budget,
                    "--out", str(run)] for algo, run in runs.items()}
-    if args.parallel:  # all runs at once, sharing the machine's cores (each run is one process)
+    missing = [algo for algo, run in runs.items() if args.report_only and not (run / "summary.json").is_file()]
+    if missing:
+        print(f"train_cpu: --report-only: no finished run for {missing} under {out}", file=sys.stderr)
+        return 2
+    if args.report_only:
+        codes = {}
+    elif args.parallel:  # all runs at once, sharing the machine's cores (each run is one process)
         procs = {algo: subprocess.Popen(cmd) for algo, cmd in cmds.items()}
         codes = {algo: p.wait() for algo, p in procs.items()}
     else:
@@ -86,21 +98,24 @@ def main(argv=None) -> int:
         if code != 0:
             print(f"{algo}: bcg-train exited {code}", file=sys.stderr)
             return code
-    print(f"\n{args.preset} preset, motion {args.motion}, kappa {args.kappa:g}, seed {args.seed}, "
-          f"budget {args.budget} each, device {args.device}{', runs in parallel' if args.parallel else ''}")
+    for algo, run in runs.items():  # what each run folder was made with (--report-only: not this command's flags)
+        c = yaml.safe_load((run / "config.yaml").read_text())
+        print(f"{algo}: motion {c['task']['motion']}, kappa {c['kappa']:g}, seed {c['seed']}, budget {c['budget']}, "
+              f"reward {c['reward']['kind']}, {c['num_envs']} worlds, device {c['device']}, {c.get('procs', 1)} proc")
     print("| algo | iterations | env samples | s/it | E_track eval first -> last [cm] | eval falls first -> last "
           "| E_track batch first -> last [cm] | batch falls | peak RSS [MB] |")
     print("|---|---|---|---|---|---|---|---|---|")
     for algo, run in runs.items():
         s = summary(run)
-        print(f"| {algo} | {s['iterations']} | {s['samples']} | {s['s_per_iteration']} | "
-              f"{s['eval_first_e_track_cm']:.2f} -> {s['eval_last_e_track_cm']:.2f} | "
-              f"{s['eval_first_falls']:.0%} -> {s['eval_last_falls']:.0%} | "
+        ev = (f"{s['eval_first_e_track_cm']:.2f} -> {s['eval_last_e_track_cm']:.2f} | "
+              f"{s['eval_first_falls']:.0%} -> {s['eval_last_falls']:.0%}") if "eval_first_e_track_cm" in s \
+            else "– | –"  # a run made before eval.csv existed
+        print(f"| {algo} | {s['iterations']} | {s['samples']} | {s['s_per_iteration']} | {ev} | "
               f"{s['e_track_cm_first']:.2f} -> {s['e_track_cm_last']:.2f} | {int(s['falls_total'])} | "
               f"{s['peak_rss_mb_all_procs']:.0f} |")
     print("(eval: config/train eval section, the exported policy in bcg_sim from fixed starts, no early termination;"
           " batch: the training rollouts, episodes of every age)")
-    if "shac-bcg" in runs:
+    if "shac-bcg" in runs and "eval_first_e_track_cm" in summary(runs["shac-bcg"]):
         s = summary(runs["shac-bcg"])
         halved = s["eval_last_e_track_cm"] <= 0.5 * s["eval_first_e_track_cm"]
         upright = s["eval_last_falls"] == 0.0
