@@ -115,6 +115,15 @@ def test_ppo_runs_two_iterations_and_plot(shac_run, tmp_path, capsys):
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_wall_clock_budget_decays_the_learning_rate_on_elapsed_time(tmp_path, capsys):
+    out = tmp_path / "timed"
+    p = main_in_process(capsys, "--preset", "tiny", "--algo", "shac", "--budget", "4s", "--out", out)
+    assert p.returncode == 0, p.stderr[-2000:]
+    lr = [float(r["lr_actor"]) for r in csv.DictReader(open(out / "metrics.csv"))]
+    assert len(lr) >= 3
+    assert all(b < a for a, b in zip(lr, lr[1:])) and lr[0] <= 2e-3 and lr[-1] < 0.6 * 2e-3, lr
+
+
 def test_guard_stops_the_run_with_a_checkpoint_of_untouched_weights(tmp_path, capsys):
     preset = yaml.safe_load((REPO / "config" / "train" / "tiny.yaml").read_text())
     preset["shac"].update(max_grad_norm=1e-12, max_consecutive_skips=2)  # every update is "too large"

@@ -142,7 +142,7 @@ class Runner:
 
     def _total_iters(self) -> int | None:
         """Iterations the budget allows (for the linear learning-rate decay); None for a wall-clock budget
-        (constant rate: a schedule on time would change with the machine's load)."""
+        (SHAC then decays on the elapsed fraction of the budget, set per iteration in `train`)."""
         if self.budget.kind == "iterations":
             return int(self.budget.amount)
         if self.budget.kind == "samples":
@@ -308,6 +308,10 @@ class Runner:
             if self._eval_due():
                 self._report_eval(self.evaluate(), bar)
             while not self.budget.reached(self.iteration, self.samples, self.elapsed):
+                if self.budget.kind == "seconds" and hasattr(self.algo, "progress"):
+                    # the ranks' mean clock, so that all processes use the same learning rate
+                    frac = self.budget.fraction(self.iteration, self.samples, time.perf_counter() - t0)
+                    self.algo.progress = self.comm.mean({"f": frac})["f"]
                 m = self.algo.iteration()
                 self.iteration += 1
                 self.samples += int(m.pop("samples"))

@@ -78,15 +78,21 @@ class SHAC:
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=self.c.critic_lr, betas=betas)
         self.noise_gen = torch.Generator().manual_seed(derive_seed(seed, "noise", comm.rank))
         self.iter = 0
+        # fraction of a wall-clock budget used so far, set by the runner before each iteration (linear decay
+        # on time: the iteration count such a budget allows is unknown in advance); None otherwise
+        self.progress: float | None = None
         self.update_norm = True  # False freezes the observation statistics (tests on a fixed batch)
         self.skipped_total = 0
         self.consecutive_skips = 0
 
     # ------------------------------------------------------------------ helpers
     def _lr_frac(self) -> float:
-        if self.total_iters is None:
+        """Learning-rate factor: 1 - done fraction of the budget (lr_decay linear), else 1."""
+        if self.c.lr_decay != "linear":
             return 1.0
-        return max(0.0, 1.0 - self.iter / self.total_iters)
+        if self.total_iters is not None:
+            return max(0.0, 1.0 - self.iter / self.total_iters)
+        return 1.0 if self.progress is None else max(0.0, 1.0 - self.progress)
 
     def _critic_in(self, obs_n: torch.Tensor, state) -> torch.Tensor:
         return torch.cat([obs_n, self.task.privileged(state)], dim=-1)
