@@ -2,6 +2,7 @@
 over DDS on loopback, in the same run.
 
     python bench/node_latency.py [--seconds 15] [--hidden 512 256 128] [--rt-priority 0] [--executor events]
+                                 [--param NAME:=VALUE ...]
 
 A robot stand-in (this process) publishes LowState at 500 Hz with absolute deadlines. While measuring, every
 LowState carries a marker in `mode_machine` (cycling 1..250), which the answering node copies into each LowCmd
@@ -328,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stale-timeout-s", type=float, default=None,
                     help="policy node stale_timeout_s (default: config/policy_node.yaml's); under extra CPU load "
                          "the stand-in itself stalls past 50 ms and the node rightly damps, ending the bench")
+    ap.add_argument("--param", action="append", default=[], metavar="NAME:=VALUE",
+                    help="extra policy node parameter override (repeatable), e.g. --param gc_freeze:=false")
     args = ap.parse_args(argv)
     if args.seconds <= 0:
         ap.error("--seconds must be > 0")
@@ -356,10 +359,14 @@ def main(argv: list[str] | None = None) -> int:
         node_args += ["-p", f"rt_priority:={args.rt_priority}"]
     if args.stale_timeout_s is not None:
         node_args += ["-p", f"stale_timeout_s:={args.stale_timeout_s}"]
+    for p in args.param:
+        if ":=" not in p:
+            ap.error(f"--param {p!r}: want NAME:=VALUE")
+        node_args += ["-p", p]
     ours_cmd = [sys.executable, "-u", "-m", "bcg_policy_node.policy_node", *node_args]
     relay_cmd = [sys.executable, "-u", str(REPO / "bench" / "relay_node.py")]
 
-    rclpy.init()
+    rclpy.init(args=[])  # not sys.argv: the bench's own options (--param a:=b) are no ROS arguments
     node = rclpy.create_node("latency_robot")
     robot = Robot(node, ll, np.array([j.default for j in JOINTS_29]))
     diag: dict[str, str] = {}

@@ -62,6 +62,7 @@ def test_params_file_with_yaml_syntax_error(node, tmp_path):
 @pytest.mark.parametrize("override, key", [("stale_timout_s:=0.1", "unknown key(s) ['stale_timout_s']"),
                                            ("max_tilt_rad:=-1.0", "max_tilt_rad must be in (0, pi], got -1.0"),
                                            ("executor:=threads", "executor must be events or single_threaded"),
+                                           ("nice:=-30", "nice must be in -20..19, got -30"),
                                            ("cmd_rate_hz:=fast", "cmd_rate_hz: expected a number")])
 def test_policy_node_rejects_unknown_keys_and_bad_values(hold, override, key):
     line = _one_error_line(_run("policy", *policy_node_args(hold), "-p", override))

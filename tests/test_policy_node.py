@@ -181,6 +181,17 @@ def test_stop_service_returns_to_default_pose(setup):
     assert not ros.call_trigger("/policy_node/stop").success  # not accepted in HOLD
 
 
+def test_startup_heap_frozen_and_gc_on_diagnostics(setup):
+    """main() freezes the start-up heap (gc_freeze, default true); /diagnostics reports the collector."""
+    node, ros, robot, _, diags, _ = setup
+    _to_mode(ros, robot, "HOLD")
+    wait_for(lambda: "gc_frozen_objects" in _diag_values(diags), 3, "diagnostics with the gc keys")
+    values = _diag_values(diags)
+    assert int(values["gc_frozen_objects"]) > 1000, values
+    assert len(values["gc_collections"].split("/")) == 3 and float(values["gc_pause_max_ms"]) >= 0, values
+    assert "start-up objects frozen" in node.output()
+
+
 def _stale(robot, ros):
     robot.publishing = False
 

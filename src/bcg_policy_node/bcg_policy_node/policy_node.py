@@ -13,10 +13,12 @@ unknown keys, wrong types and out-of-range values are startup errors (one line, 
 
 Timing: one thread. Every valid LowState is answered at once from its subscription callback with one
 control tick (the robot streams LowState at 500 Hz, so LowCmd follows at the same rate with the least
-latency); a fallback timer at twice cmd_rate_hz ticks when no LowState came for 1.5 command periods, so
-commands (and the stale-state fault) keep coming when the robot's stream stalls. The policy runs every
-control_dt (from the policy's metadata) on a tick. Time is the node's clock: the steady wall clock, or
-/clock when use_sim_time is set (then move-to-default, stale timeout and policy rate are in sim time).
+latency); a fallback timer, restarted by every tick, ticks 1.5 command periods after the last tick (and
+every 1.5 periods while none comes), so commands (and the stale-state fault) keep coming when the robot's
+stream stalls, each within the 2-period overrun limit. The policy runs every control_dt (from the
+policy's metadata) on a tick. After start-up the Python heap is frozen (parameter gc_freeze). Time is the
+node's clock: the steady wall clock, or /clock when use_sim_time is set (then move-to-default, stale
+timeout and policy rate are in sim time).
 The executor is rclpy's EventsExecutor (parameter `executor`; bench/node_latency.py measures both).
 State machine and safety: see state_machine.py and safety.py. Gains: MOVE_TO_DEFAULT and HOLD use the joint
 table's stand gains (bcg_sim.g1.stand_gains); RUN uses the policy's kp/kd from its metadata.
@@ -28,6 +30,7 @@ refused while the state is stale.
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import signal
@@ -66,6 +69,7 @@ NODE_NAME = "policy_node"
 ROS_BUILTIN_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
 EXECUTORS = ("events", "single_threaded")
 FALLBACK_TICK_PERIODS = 1.5  # no LowState for this many command periods: the fallback timer ticks
+LOG_THROTTLE_S = 1.0  # per-message warnings (rejected LowState, source conflict): at most one per this long
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,8 @@ class PolicyNodeConfig:
     conflict_hold_s: float = 1.0
     executor: str = "events"
     rt_priority: int = 0
+    nice: int = -5
+    gc_freeze: bool = True
 
     def __post_init__(self) -> None:
         checks = (
@@ -114,6 +120,7 @@ class PolicyNodeConfig:
             ("conflict_hold_s", self.conflict_hold_s >= 0, ">= 0"),
             ("executor", self.executor in EXECUTORS, " or ".join(EXECUTORS)),
             ("rt_priority", 0 <= self.rt_priority <= 99, "in 0..99"),
+            ("nice", -20 <= self.nice <= 19, "in -20..19"),
         )
         for key, ok, want in checks:
             if not ok:
@@ -171,6 +178,9 @@ class LoopStats:
         self.overruns = 0
         self.fallback_ticks = 0  # ticks of the fallback timer (LowState late)
         self._last: float | None = None
+        # Warm-up at start-up: numpy's first percentile imports numpy.ma (~15 ms), which otherwise landed in
+        # the first /diagnostics tick (a 34 ms tick gap, measured).
+        np.percentile(np.zeros(2), [50, 99])
 
     def tick(self, now: float) -> None:
         if self._last is not None:
@@ -181,13 +191,46 @@ class LoopStats:
         self._last = now
 
     def summary(self) -> dict[str, float]:
-        def pct(d, q):
-            return 1e3 * float(np.percentile(np.asarray(d), q)) if d else float("nan")
+        def pct(d, q):  # one np.percentile call per deque (this runs inside a control tick, at 1 Hz)
+            return 1e3 * np.percentile(np.asarray(d), q) if d else np.full(len(q), np.nan)
 
-        return {"period_p50_ms": pct(self.period, 50), "period_p99_ms": pct(self.period, 99),
-                "period_max_ms": pct(self.period, 100), "compute_p99_ms": pct(self.compute, 99),
-                "policy_p99_ms": pct(self.policy, 99), "overruns": float(self.overruns),
+        p50, p99, pmax = pct(self.period, [50, 99, 100])
+        (c99,), (pol99,) = pct(self.compute, [99]), pct(self.policy, [99])
+        return {"period_p50_ms": float(p50), "period_p99_ms": float(p99), "period_max_ms": float(pmax),
+                "compute_p99_ms": float(c99), "policy_p99_ms": float(pol99), "overruns": float(self.overruns),
                 "fallback_ticks": float(self.fallback_ticks)}
+
+
+class GcMonitor:
+    """Python garbage-collector activity in this process after start-up (gc.callbacks): collections per
+    generation and the longest pause, so a tick gap can be told apart from a collection. Costs two calls per
+    collection."""
+
+    def __init__(self) -> None:
+        self.collections = [0, 0, 0]
+        self.pause_max_s = 0.0
+        self.frozen = 0  # objects moved to the permanent generation at start-up (gc.get_freeze_count() walks
+        #                  that whole list, ~5 ms for 43k objects: counted once, never per diagnostics message)
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.collections[info["generation"]] += 1
+            self.pause_max_s = max(self.pause_max_s, time.perf_counter() - self._t0)
+
+    def close(self) -> None:
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+    def summary(self) -> dict[str, str]:
+        return {"gc_collections": "/".join(map(str, self.collections)),  # generations 0/1/2
+                "gc_pause_max_ms": f"{1e3 * self.pause_max_s:.3f}",
+                "gc_frozen_objects": str(self.frozen)}
 
 
 class SourceMonitor:
@@ -235,6 +278,7 @@ class PolicyNode(Node):
         self.modes_entered: set[Mode] = set()
         self.remote = RemoteMapper({e: list(getattr(cfg, f"remote_{e.value}")) for e in Event})
         self.stats = LoopStats(self.period)
+        self.gc_monitor = GcMonitor()
         self.source = SourceMonitor()
         self._state: ll.RobotState | None = None
         self._state_time = -math.inf  # node-clock s of the last valid LowState
@@ -244,6 +288,7 @@ class PolicyNode(Node):
         self._counts = {"lowstate": 0, "rejected": 0, "lowcmd": 0, "refused": 0}
         self._last_reject = ""
         self._last_refusal = ""
+        self._warned_at: dict[str, float] = {}  # _warn_throttled: key -> time.monotonic() of its last warning
         self._policy_q: np.ndarray | None = None
         self._next_policy_t = 0.0
         self._tick = 0
@@ -283,7 +328,11 @@ class PolicyNode(Node):
             self.create_service(Trigger, f"~/{event.value}", self._service(event))
         self._names = joint_names("29dof")
         # The node clock follows /clock under use_sim_time, so the fallback then runs in sim time.
-        self.timer = self.create_timer(self.period / 2, self._on_timer,
+        # Fallback: a watchdog restarted by every tick (_safe_tick), so it fires FALLBACK_TICK_PERIODS after the
+        # last tick, and then every FALLBACK_TICK_PERIODS while no LowState comes. (A timer polling at half a
+        # period fired 1.5-2 periods after the last tick, right at the overrun limit, and ran 1000 Python
+        # callbacks a second for nothing while LowState flowed.)
+        self.timer = self.create_timer(FALLBACK_TICK_PERIODS * self.period, self._on_timer,
                                        clock=None if self._sim_time else self._steady)
 
     def now(self) -> float:
@@ -299,20 +348,29 @@ class PolicyNode(Node):
         except ll.BadMessage as exc:
             self._counts["rejected"] += 1
             self._last_reject = str(exc)
-            self.get_logger().warning(f"rejected LowState ({self._counts['rejected']} so far): {exc}",
-                                      throttle_duration_sec=1.0)
+            self._warn_throttled("rejected", lambda: f"rejected LowState ({self._counts['rejected']} so far): {exc}")
             self._safe_tick(now)  # commands keep streaming; the state goes stale
             return
         conflict = self.source.conflict(state)
         if conflict:
             self._conflict_time = now
-            self.get_logger().warning(f"{conflict}; counts {self.source.counts}", throttle_duration_sec=1.0)
+            self._warn_throttled("conflict", lambda: f"{conflict}; counts {self.source.counts}")
         self._state, self._state_time = state, now
         self._counts["lowstate"] += 1
         event = self.remote.update(state.remote)
         if event is not None:
             self._handle(now, event, "remote")
         self._safe_tick(now)
+
+    def _warn_throttled(self, key: str, text) -> None:
+        """Warning `text()` at most once per LOG_THROTTLE_S per key, decided before calling rclpy: its own
+        throttle_duration_sec finds the caller's source line (inspect, file stats) on every call, 0.3 ms
+        measured even when the message is then dropped; with a source conflict on every LowState (a second
+        publisher, or bench/node_latency.py's markers) that was the largest part of a tick."""
+        t = time.monotonic()
+        if t - self._warned_at.get(key, -math.inf) >= LOG_THROTTLE_S:
+            self._warned_at[key] = t
+            self.get_logger().warning(text())
 
     def _on_timer(self) -> None:
         now = self.now()
@@ -370,15 +428,37 @@ class PolicyNode(Node):
             print(f"policy_node: could not report transition {text!r}: {exc}", file=sys.stderr)
 
     def set_rt_priority(self) -> None:
-        """SCHED_FIFO for the calling (executor) thread when rt_priority > 0 (needs CAP_SYS_NICE / rtprio)."""
+        """SCHED_FIFO for the calling (executor) thread when rt_priority > 0 (needs CAP_SYS_NICE / rtprio);
+        else its nice value when `nice` != 0 (below 0 needs CAP_SYS_NICE or RLIMIT_NICE). Either way only this
+        thread: the DDS threads, started before, keep theirs."""
         prio = self.cfg.rt_priority
         if prio <= 0:
+            if self.cfg.nice:
+                try:  # Linux: PRIO_PROCESS with who=0 is the calling thread
+                    os.setpriority(os.PRIO_PROCESS, 0, self.cfg.nice)
+                    self.get_logger().info(f"executor thread runs at nice {self.cfg.nice}")
+                except (PermissionError, OSError, AttributeError) as exc:
+                    self.get_logger().warning(f"nice {self.cfg.nice} not applied ({exc}); running at nice "
+                                              f"{os.getpriority(os.PRIO_PROCESS, 0)}")
             return
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
             self.get_logger().info(f"executor thread runs SCHED_FIFO priority {prio}")
         except (PermissionError, OSError, AttributeError) as exc:
             self.get_logger().warning(f"rt_priority {prio} not applied ({exc}); running with normal scheduling")
+
+    def finish_startup(self) -> None:
+        """Start-up is done (policy, ONNX session, ROS entities). With gc_freeze: collect once, then move
+        every object that survived into the collector's permanent generation (gc.freeze), so later full
+        collections do not scan the start-up heap (onnxruntime, numpy, rclpy, message modules): without it
+        a generation-2 collection in this process took 28-39 ms (bench/README.md, node latency), a tick gap
+        of many periods. Allocation-driven collections keep running (sub-ms). Then GC monitoring starts."""
+        if self.cfg.gc_freeze:
+            gc.collect()
+            gc.freeze()
+            self.gc_monitor.frozen = gc.get_freeze_count()
+            self.get_logger().info(f"gc: {self.gc_monitor.frozen} start-up objects frozen")
+        self.gc_monitor.start()
 
     @property
     def counts(self) -> dict[str, int]:
@@ -390,6 +470,7 @@ class PolicyNode(Node):
         t0 = time.perf_counter()
         self.stats.tick(now)
         self._last_tick_time = now
+        self.timer.reset()  # the fallback timer restarts from this tick
         try:
             self._tick_once(now)
         except Exception as exc:  # noqa: BLE001 - a bug must still end in damping, never in silence
@@ -530,7 +611,8 @@ class PolicyNode(Node):
                   "lowstate_age_ms": f"{1e3 * age:.1f}" if math.isfinite(age) else "inf",
                   **{k: str(v) for k, v in self._counts.items()},
                   **{k: str(v) for k, v in self.source.counts.items()},
-                  **{k: f"{v:.3f}" for k, v in self.stats.summary().items()}}
+                  **{k: f"{v:.3f}" for k, v in self.stats.summary().items()},
+                  **self.gc_monitor.summary()}
         st.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         arr = DiagnosticArray(status=[st])
         arr.header.stamp = self.get_clock().now().to_msg()
@@ -589,6 +671,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     executor = make_executor(node.cfg.executor)
     executor.add_node(node)
+    node.finish_startup()
     node.set_rt_priority()
     try:
         while not stop:  # spin_once returns at least every 0.1 s, so a signal is seen promptly
@@ -599,6 +682,7 @@ def main(argv: list[str] | None = None) -> int:
         node.get_logger().info("shut down (last commands: damping)" if commanded
                                else "shut down (the robot was never commanded)")
         executor.shutdown(timeout_sec=1.0)
+        node.gc_monitor.close()
         node.destroy_node()
         rclpy.try_shutdown()
     return 0
