@@ -144,3 +144,27 @@ def test_native_runs_on_cpu_only():
 
     with pytest.raises(ConfigError, match="CPU only"):
         NativeSimulator(dc.replace(native_cfg(), device="cuda:0"), 1)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_a_dropped_rollout_frees_its_graph(backward):
+    """Each step's trajectories live on its autograd node; dropping the outputs (after backward or without)
+    must free them. Regression: an output kept on ctx made a cycle gc cannot see (~8 MB leaked per SHAC
+    iteration, 7 GB after a 30-minute run)."""
+    import gc
+    import weakref
+
+    sim = NativeSimulator(native_cfg(), 2)
+    q, qd = sim.default_state()
+    target = torch.as_tensor(sim.m.default_joint_q[7:], dtype=torch.float32).expand(2, -1).clone()
+    target.requires_grad_(True)
+    for _ in range(3):
+        out = sim.step(target, q, qd)
+        q, qd = out.joint_q, out.joint_qd
+    alive = weakref.ref(q.grad_fn.traj[0])  # the last step's recorded substep states
+    if backward:
+        (q.sum() + qd.sum()).backward()
+        assert target.grad is not None and bool(torch.isfinite(target.grad).all())
+    del out, q, qd
+    gc.collect()
+    assert alive() is None

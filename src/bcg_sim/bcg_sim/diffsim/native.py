@@ -447,7 +447,9 @@ class _NativeStep(torch.autograd.Function):
         ctx.sim, ctx.traj, ctx.target = sim, (traj_q, traj_v), t64
         ctx.q_in = q.detach()
         q1 = torch.as_tensor(traj_q[:, -1], dtype=torch.float32)
-        ctx.q_out = q1
+        # detached: an output tensor kept on ctx as-is forms an output -> grad_fn -> ctx -> output cycle that
+        # Python's gc cannot see, so every step's graph (trajectories included) leaked (~8 MB per SHAC iteration)
+        ctx.q_out = q1.detach()
         return (q1, torch.as_tensor(traj_v[:, -1], dtype=torch.float32),
                 torch.as_tensor(body_q, dtype=torch.float32), torch.as_tensor(body_qd, dtype=torch.float32))
 
