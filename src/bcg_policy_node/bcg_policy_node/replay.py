@@ -50,15 +50,20 @@ TRANSITIONS_TOPIC = "/policy_node/transitions"
 
 
 def schedule(bag: str | Path, topics: Sequence[str], rate: float):
-    """(offset [s] after the first message at which to publish, message) for the bag's messages on `topics`
-    in recorded order: the recorded spacing divided by `rate`. The plan `play` follows and `--plan` prints."""
+    """Iterator of (offset [s] after the first message at which to publish, message) for the bag's messages on
+    `topics` in recorded order: the recorded spacing divided by `rate`. The plan `play` follows and `--plan`
+    prints. A bad rate is refused here, before anything is read or published."""
     if rate <= 0:
         raise ValueError(f"--rate must be > 0, got {rate}")
-    t_bag0 = None
-    for msg in read_bag(bag, topics):
-        if t_bag0 is None:
-            t_bag0 = msg.timestamp_ns
-        yield (msg.timestamp_ns - t_bag0) * 1e-9 / rate, msg
+
+    def offsets():
+        t_bag0 = None
+        for msg in read_bag(bag, topics):
+            if t_bag0 is None:
+                t_bag0 = msg.timestamp_ns
+            yield (msg.timestamp_ns - t_bag0) * 1e-9 / rate, msg
+
+    return offsets()
 
 
 def _chosen_topics(bag: str | Path, topics: Sequence[str] | None) -> dict:
@@ -92,9 +97,8 @@ def play(bag: str | Path, rate: float = 1.0, topics: Sequence[str] | None = None
     import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-    if rate <= 0:
-        raise ValueError(f"--rate must be > 0, got {rate}")
     chosen = _chosen_topics(bag, topics)
+    plan = schedule(bag, list(chosen), rate)  # checks the rate before any ROS setup
     rclpy.init()
     node = rclpy.create_node("bcg_replay")
     try:
@@ -103,7 +107,7 @@ def play(bag: str | Path, rate: float = 1.0, topics: Sequence[str] | None = None
         time.sleep(delay_s)  # let subscribers discover the publishers
         _wait_for_subscribers(pubs, wait_subscribers, wait_timeout_s)
         n, t_wall0 = 0, None
-        for offset, msg in schedule(bag, list(chosen), rate):
+        for offset, msg in plan:
             if t_wall0 is None:
                 t_wall0 = time.monotonic()
             wait = t_wall0 + offset - time.monotonic()

@@ -139,6 +139,7 @@ class Runner:
         self.algo = make_algorithm(cfg, self.task, comm, self._total_iters())
         self.iteration, self.samples, self.elapsed = 0, 0, 0.0
         self.first_row: dict | None = None
+        self.last_eval: int | None = None  # iteration of the newest eval.csv row (same on every rank)
 
     def _total_iters(self) -> int | None:
         """Iterations the budget allows (for the linear learning-rate decay); None for a wall-clock budget
@@ -176,7 +177,8 @@ class Runner:
             return False
         bundler = self.env.bundler
         state = {"iteration": self.iteration, "samples": self.samples, "elapsed": self.elapsed,
-                 "first_row": self.first_row, "algo": self.algo.state_dict(), "task": self.task.state_dict(),
+                 "first_row": self.first_row, "last_eval": self.last_eval, "algo": self.algo.state_dict(),
+                 "task": self.task.state_dict(),
                  "torch_rng": torch.get_rng_state(),
                  "bcg_gen": bundler.gen.get_state() if bundler is not None else None}
         path = self._ckpt_path()
@@ -192,6 +194,7 @@ class Runner:
         d = torch.load(path, map_location=self.task.device, weights_only=False)
         self.iteration, self.samples, self.elapsed = d["iteration"], d["samples"], d["elapsed"]
         self.first_row = d["first_row"]
+        self.last_eval = d.get("last_eval")  # checkpoints from before eval.csv have none
         self.algo.load_state_dict(d["algo"])
         self.task.load_state_dict(d["task"])
         torch.set_rng_state(d["torch_rng"])
@@ -272,16 +275,13 @@ class Runner:
                 if new:
                     w.writeheader()
                 w.writerow(row)
+        self.last_eval = self.iteration
         self.comm.barrier()
         return row
 
     def _eval_due(self, final: bool = False) -> bool:
         every = self.cfg.eval.every
-        if every <= 0:
-            return False
-        done = {int(r["iteration"]) for r in _rows(self.out / EVAL_FILE)} if self.comm.is_main else set()
-        due = self.iteration not in done and (final or self.iteration % every == 0)
-        return self.comm.any(due)
+        return every > 0 and self.last_eval != self.iteration and (final or self.iteration % every == 0)
 
     # --- the loop ---
     def train(self) -> int:
@@ -414,10 +414,7 @@ def _eval_ends(path: Path) -> dict:
 
 
 def _last_row(path: Path) -> dict:
-    if not path.is_file():
-        return {}
-    with open(path) as f:
-        rows = list(csv.DictReader(f))
+    rows = _rows(path)
     return {k: _num(v) for k, v in rows[-1].items()} if rows else {}
 
 
