@@ -11,7 +11,7 @@ import pytest
 from bcg_sim.diffsim import load_sim_config
 from bcg_sim.diffsim.cli import run_parity
 from bcg_sim.diffsim.gradvar import main as gradvar_main
-from bcg_sim.diffsim.gradvar import paired_ratio
+from bcg_sim.diffsim.gradvar import bootstrap_variance_std, gradient_variance, paired_ratio
 
 
 def test_parity_with_mujoco_short_run():
@@ -34,6 +34,16 @@ def test_gradvar_writes_csv_and_png(tmp_path):
     assert all(np.isfinite(float(r["var"])) and float(r["grad_norm_mean"]) > 0 for r in rows)
     assert float(rows[0]["ratio_on_off"]) == 1.0 and float(rows[1]["ratio_on_off"]) > 0
     assert (tmp_path / "gradvar.png").stat().st_size > 1000
+
+
+def test_bootstrap_variance_std_equals_explicit_resamples():
+    """The count-vector form gives the std of gradient_variance over the very resamples it draws."""
+    g = np.random.default_rng(0).normal(size=(30, 9)) * np.linspace(0.1, 3.0, 30)[:, None]
+    fast = bootstrap_variance_std(g, 300, np.random.default_rng(1))
+    rng = np.random.default_rng(1)
+    slow = np.std([gradient_variance(g[rng.integers(0, 30, 30)]) for _ in range(300)])
+    assert fast == pytest.approx(slow, rel=1e-9) and fast > 0
+    assert bootstrap_variance_std(np.ones((8, 3)), 50, rng) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_paired_ratio_of_scaled_gradients_is_exact():

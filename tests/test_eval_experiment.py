@@ -1,6 +1,7 @@
 """bcg-experiment: cells run, tables and report are written, --resume skips finished cells, bad input is one
-line with exit 2. bcg-train is another part still being built, so a stand-in trainer (a script that exports
-a copy of the hold policy and writes a metrics.csv with the documented columns) plays its command-line role."""
+line with exit 2. The table arithmetic is checked with a stand-in trainer (a script that exports a copy of the
+hold policy and writes logs with bcg-train's columns and known values); `all` runs the real bcg-train (tiny
+preset), so the harness and the trainer's command line and logs cannot drift apart."""
 
 from __future__ import annotations
 
@@ -21,16 +22,17 @@ TRAINER = """
 import argparse, csv, shutil, sys
 from pathlib import Path
 ap = argparse.ArgumentParser()
-for k in ("motion", "algo", "kappa", "budget", "seed", "out"):
+for k in ("preset", "reward", "motion", "algo", "kappa", "budget", "seed", "out"):
     ap.add_argument("--" + k, required=True)
 a = ap.parse_args(sys.argv[2:])
 shutil.copytree(sys.argv[1], Path(a.out) / "policy")  # the hold policy, exported once by the test
 scale = 0.5 if a.algo == "shac-bcg" else 1.0
 with open(Path(a.out) / "metrics.csv", "w", newline="") as f:
     w = csv.writer(f)
-    w.writerow(["iteration", "samples", "wall_s", "reward", "grad_var"])
-    for i in range(1, 6):
-        w.writerow([i, 64 * i, 0.5 * i, -1.0 / i, scale * float(a.kappa) * (1 + 0.1 * (i % 2))])
+    w.writerow(["iteration", "samples", "wall_s", "reward", "gradvar", "gradvar_std"])
+    for i in range(1, 7):  # row 6 has no measurement (NaN), as bcg-train's rows between gradvar_every
+        g = scale * float(a.kappa) * (1 + 0.1 * (i % 2)) if i < 6 else float("nan")
+        w.writerow([i, 64 * i, 0.5 * i, -1.0 / i, g, 1.0 if i < 6 else float("nan")])
 """
 
 
@@ -46,9 +48,10 @@ def cfg(tmp) -> Path:
     trainer.write_text(textwrap.dedent(TRAINER))
     data = yaml.safe_load((config_dir() / "eval.yaml").read_text())
     hold = export_hold(str(tmp_path / "hold"), ("onnx",))
-    data["experiment"]["train_command"] = [sys.executable, str(trainer), str(hold), "--motion", "{motion}", "--algo",
-                                           "{algo}", "--kappa", "{kappa}", "--budget", "{budget}", "--seed",
-                                           "{seed}", "--out", "{out}"]
+    data["experiment"]["train_command"] = [sys.executable, str(trainer), str(hold), "--preset", "{preset}",
+                                           "--reward", "{reward}", "--motion", "{motion}", "--algo", "{algo}",
+                                           "--kappa", "{kappa}", "--budget", "{budget}", "--seed", "{seed}",
+                                           "--out", "{out}"]
     data["eval"].update(runs=1, seconds=0.2, diffsim_seconds=0.2)
     p = tmp_path / "eval.yaml"
     p.write_text(yaml.safe_dump(data))
@@ -63,7 +66,7 @@ def test_stiffness_table_report_and_resume(cfg, tmp, capsys):
     table = (out / "sections" / "table1.md").read_text()
     assert "κ = 50 kN/m" in table and "κ = 300 kN/m" in table and "| run | 0/1, " in table
     report = (out / "report.md").read_text()
-    assert "commit:" in report and "budget:" in report and "Table 1" in report
+    assert "commit:" in report and "budget per cell:" in report and "Table 1" in report
     evals = sorted(out.glob("cells/*/eval/eval.json"))
     assert len(evals) == 2
     stamp = [p.stat().st_mtime_ns for p in evals]
@@ -82,13 +85,36 @@ def test_gradvar_and_curves_from_training_logs(cfg, tmp, capsys):
     common = ["--out", str(out), "--motions", "run", "--config", str(cfg), "--resume"]
     assert main(["gradvar", "--kappas", "50", "300", *common]) == 0
     fig3 = (out / "sections" / "fig3.md").read_text()
-    # stand-in logs: grad_var = scale * kappa * (1.1, 1, 1.1, 1, 1.1), scale 0.5 with BCG -> 0.5 k 1.06, k 1.06
-    assert "| shac-bcg | 300 | 159 ±" in fig3 and "| shac | 300 | 318 ±" in fig3
+    # stand-in logs: gradvar = scale * kappa * (1.1, 1, 1.1, 1, 1.1), std 1 each, scale 0.5 with BCG: first
+    # 0.5 k 1.1 and 1.1 k; mean 0.5 k 1.06 and 1.06 k with std sqrt(5) / 5 = 0.45; the NaN row is not counted
+    assert "| run | shac-bcg | 300 | 165 ± 1 | 159 ± 0.45 | 5 |" in fig3
+    assert "| run | shac | 300 | 330 ± 1 | 318 ± 0.45 | 5 |" in fig3
     assert "2 to run" in capsys.readouterr().err
     assert main(["curves", "--kappa", "300", *common]) == 0
     assert (out / "fig3_gradvar.png").stat().st_size > 0 and (out / "fig5_curves.png").stat().st_size > 0
     report = (out / "report.md").read_text()
     assert "Fig. 3" in report and "Fig. 5" in report
+
+
+def test_all_with_the_real_trainer(tmp_path, capsys):
+    """`all` on one motion and kappa with bcg-train's tiny preset, two cells at a time: SHAC+BCG, PPO and SHAC
+    train, the first two are evaluated, and every section comes from the trainer's own logs."""
+    data = yaml.safe_load((config_dir() / "eval.yaml").read_text())
+    data["eval"].update(runs=1, seconds=0.2, diffsim_seconds=0.2)
+    p = tmp_path / "eval.yaml"
+    p.write_text(yaml.safe_dump(data))
+    out = tmp_path / "res"
+    assert main(["all", "--out", str(out), "--motions", "dance", "--kappas", "300", "--kappa", "300",
+                 "--preset", "tiny", "--budget", "2it", "--jobs", "2", "--no-render", "--config", str(p)]) == 0
+    cells = sorted(d.name for d in (out / "cells").iterdir())
+    assert cells == ["dance_ppo_k300_s0", "dance_shac-bcg_k300_s0", "dance_shac_k300_s0"]
+    assert (out / "cells/dance_ppo_k300_s0/eval/eval.json").is_file()
+    assert not (out / "cells/dance_shac_k300_s0/eval").exists()  # gradvar's SHAC cell needs no evaluation
+    report = (out / "report.md").read_text()
+    for title in ("Table 1", "Table 2", "Fig. 3", "Fig. 5", "preset tiny, reward tracking, 2 cell(s) at a time"):
+        assert title in report, title
+    assert "| dance | shac-bcg | 300 |" in report and "| dance | shac | 300 |" in report
+    assert "[3/3]" in capsys.readouterr().err
 
 
 def test_missing_trainer_is_one_line(tmp_path, capsys):

@@ -57,6 +57,8 @@ def test_shac_run_folder(shac_run):
         assert (shac_run / f).is_file(), f
     rows = (shac_run / "metrics.csv").read_text().splitlines()
     assert len(rows) == 3 and "e_track_cm" in rows[0] and "bcg_triggers" in rows[0] and "gradvar" in rows[0]
+    logged = list(csv.DictReader(open(shac_run / "metrics.csv")))  # tiny: gradvar every iteration (2 worlds)
+    assert all(float(r["gradvar"]) > 0 and float(r["gradvar_std"]) >= 0 for r in logged)
     assert list((shac_run / "tb").glob("events.out.tfevents*"))
     summary = yaml.safe_load((shac_run / "summary.json").read_text())
     assert summary["iterations"] == 2 and summary["samples"] == 2 * 2 * 2 and summary["peak_rss_mb_rank0"] > 0

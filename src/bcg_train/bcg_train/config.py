@@ -72,6 +72,7 @@ class SHACConfig:
     max_consecutive_skips: int = 5
     gradvar_every: int = 5
     gradvar_rows: int = 4
+    gradvar_bootstrap: int = 4000
 
 
 @dataclass
@@ -141,6 +142,8 @@ class TrainConfig:
         need(self.shac.lr_decay in ("linear", "constant"), "shac.lr_decay", "must be 'linear' or 'constant'")
         need(self.shac.critic_minibatches >= 1 and self.shac.critic_iters >= 0, "shac.critic_minibatches",
              "critic_minibatches must be >= 1 and critic_iters >= 0")
+        need(self.shac.gradvar_every >= 0 and self.shac.gradvar_bootstrap >= 0, "shac.gradvar_every",
+             "gradvar_every and gradvar_bootstrap must be >= 0 (0: off)")
         need(self.shac.max_consecutive_skips >= 1, "shac.max_consecutive_skips", "must be >= 1")
         need(self.add.replay_size >= self.add.batch_size >= 2, "add.replay_size",
              "need replay_size >= batch_size >= 2")
@@ -186,7 +189,7 @@ def parse_budget(text: str) -> Budget:
     return Budget(kind, amount, str(text).strip())
 
 
-SEED_STREAMS = ("resets", "reward", "noise", "bcg")  # independent random streams of a run
+SEED_STREAMS = ("resets", "reward", "noise", "bcg", "gradvar")  # independent random streams of a run
 
 
 def derive_seed(seed: int, stream: str, rank: int = 0) -> int:

@@ -128,7 +128,7 @@ class PPOAlgo:
         lg = v.log
         steps = max(lg["steps"], 1)
         out = {"actor_loss": float(losses.get("surrogate", math.nan)), "critic_loss": float(losses.get("value", math.nan)),
-               "grad_norm": math.nan, "gradvar": math.nan, "lr_actor": float(self.alg.learning_rate),
+               "grad_norm": math.nan, "gradvar": math.nan, "gradvar_std": math.nan, "lr_actor": float(self.alg.learning_rate),
                "reward": lg["reward"] / steps, "e_track_cm": lg["e_track_cm"] / steps,
                "action_std": float(self.alg.get_policy().output_std.detach().mean()), **disc_log, "skipped": 0}
         out = self.comm.mean(out)

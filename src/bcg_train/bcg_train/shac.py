@@ -13,16 +13,18 @@ One iteration, top to bottom:
 4. Discriminator (ADD) update on this rollout's deltas + replay.
 Per-world policy-gradient variance (BCG paper Fig. 3): every `gradvar_every` iterations, zero-valued
 per-world copies of a last-layer subset are added to the actor output, so one backward gives every world's
-gradient of its own loss; their trace(Cov)/P across worlds is logged as `gradvar`.
+gradient of its own loss; their trace(Cov)/P across worlds is logged as `gradvar`, and the std of that figure
+over `gradvar_bootstrap` resamples of the worlds as `gradvar_std` (Fig. 3's band).
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
-from bcg_sim.diffsim.gradvar import gradient_variance
+from bcg_sim.diffsim.gradvar import bootstrap_variance_std, gradient_variance
 from bcg_train.config import TrainConfig, derive_seed
 from bcg_train.dist import Comm
 from bcg_train.rewards import mlp
@@ -77,6 +79,7 @@ class SHAC:
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=self.c.actor_lr, betas=betas)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=self.c.critic_lr, betas=betas)
         self.noise_gen = torch.Generator().manual_seed(derive_seed(seed, "noise", comm.rank))
+        self.seed = seed
         self.iter = 0
         # fraction of a wall-clock budget used so far, set by the runner before each iteration (linear decay
         # on time: the iteration count such a budget allows is unknown in advance); None otherwise
@@ -197,10 +200,14 @@ class SHAC:
             self.skipped_total += 1
             self.consecutive_skips += 1
         self.actor_opt.zero_grad(set_to_none=True)
-        gradvar = math.nan
+        gradvar = gradvar_std = math.nan
         if probes is not None and ok:
             per_world = torch.cat([p.grad.reshape(n, -1) for p in probes], dim=1) * n  # each world's own loss
-            gradvar = float(gradient_variance(self.comm.gather(per_world).double().cpu().numpy()))
+            grads = self.comm.gather(per_world).double().cpu().numpy()  # [N all ranks, P]
+            gradvar = float(gradient_variance(grads))
+            if c.gradvar_bootstrap > 0:
+                gradvar_std = bootstrap_variance_std(  # seeded by iteration: a resumed run logs the same figure
+                    grads, c.gradvar_bootstrap, np.random.default_rng(derive_seed(self.seed, "gradvar", self.iter)))
 
         # 3. critic on TD(lambda) targets
         critic_loss = self._update_critic(rec["cin"], rec["r"], rec["done"], rec["next_v"]) if ok else math.nan
@@ -210,7 +217,7 @@ class SHAC:
         episodes = log.pop("episodes")
         ep_len_sum = log.pop("episode_len_sum")
         out_log = {"actor_loss": float(loss.detach()), "critic_loss": critic_loss, "grad_norm": grad_norm,
-                   "gradvar": gradvar, "lr_actor": c.actor_lr * self._lr_frac(), **log, **disc_log,
+                   "gradvar": gradvar, "gradvar_std": gradvar_std, "lr_actor": c.actor_lr * self._lr_frac(), **log, **disc_log,
                    "skipped": int(not ok),
                    "bcg_triggers": bcg["triggers"], "bcg_bundles": bcg["bundles_completed"],
                    "bcg_overflow": bcg["overflow"], "bcg_pool_use": bcg["pool_use_mean"],

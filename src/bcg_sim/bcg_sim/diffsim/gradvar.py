@@ -87,6 +87,17 @@ def gradient_variance(grads: np.ndarray) -> float:
     return ((grads - grads.mean(0)) ** 2).sum(1).mean() / grads.shape[1]
 
 
+def bootstrap_variance_std(grads: np.ndarray, boot: int, rng: np.random.Generator) -> float:
+    """Std of `gradient_variance` over `boot` resamples (with replacement) of the N worlds of [N, P] `grads`.
+    A resample is a count vector w [N] (sum N); its variance is (sum_i w_i |g_i|^2 / N - |sum_i w_i g_i / N|^2)/P,
+    so all resamples are two matrix products instead of `boot` copies of the gradients."""
+    n, p = grads.shape
+    w = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(boot)]).astype(float)  # [boot, N]
+    mean = w @ grads / n  # [boot, P]
+    var = (w @ (grads ** 2).sum(1) / n - (mean ** 2).sum(1)) / p
+    return float(var.std())
+
+
 def variance_stats(grads: np.ndarray, boot: int, rng: np.random.Generator) -> dict:
     """trace(Cov)/P across worlds and its bootstrap std; the same relative to |mean|^2."""
     def stat(gs):

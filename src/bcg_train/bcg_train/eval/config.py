@@ -52,21 +52,29 @@ class EvalConfig:
 @dataclass
 class ExperimentConfig:
     motions: list[str] = field(default_factory=lambda: ["run", "jump", "fight", "dance"])
-    kappas: list[float] = field(default_factory=lambda: [50.0, 100.0, 300.0])
+    kappas: list[float] = field(default_factory=lambda: [5.0, 20.0, 300.0])
     algos: list[str] = field(default_factory=lambda: ["shac-bcg", "shac", "ppo"])
     seeds: list[int] = field(default_factory=lambda: [0])
-    budget: int = 1000
+    budget: str = "8min"  # bcg-train --budget of one cell: 200it | 2M | 30min
+    preset: str = "cpu"  # bcg-train --preset
+    reward: str = "tracking"  # bcg-train --reward
+    jobs: int = 1  # cells run at once (each trains in its own process, one core each)
     compare_kappa: float = 300.0
-    bootstrap_resamples: int = 4000
     train_command: list[str] = field(default_factory=list)
 
     def validate(self, where: str = CONFIG_FILE) -> "ExperimentConfig":
+        from bcg_train.config import parse_budget
+
         if not self.train_command:
             raise ConfigError(f"{where}: experiment.train_command must not be empty")
         if any(k <= 0 for k in self.kappas) or self.compare_kappa <= 0:
             raise ConfigError(f"{where}: experiment.kappas and compare_kappa must be > 0 kN/m")
-        if self.budget < 1 or self.bootstrap_resamples < 1:
-            raise ConfigError(f"{where}: experiment.budget and bootstrap_resamples must be >= 1")
+        if self.jobs < 1:
+            raise ConfigError(f"{where}: experiment.jobs must be >= 1, got {self.jobs}")
+        try:
+            parse_budget(self.budget)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: experiment.{exc}") from None
         return self
 
 

@@ -1,13 +1,14 @@
 """bcg-experiment: the BCG paper's experiments as cells (motion x kappa x algo x seed) that train with
 `bcg-train` and evaluate with bcg-eval, into one results folder with a report.md.
 
-    bcg-experiment stiffness  [--motions ..] [--kappas ..] [--seeds ..] [--budget B] --out DIR [--resume]
+    bcg-experiment stiffness  [--motions ..] [--kappas ..] [--seeds ..] [--budget B] [--jobs J] --out DIR [--resume]
         Table 1: SHAC+BCG trained at each kappa; Falls n/N and delta_d (mm) per motion x kappa.
     bcg-experiment compare    [--motions ..] [--kappa K] ...      Table 2: E_track, SHAC+BCG at K vs PPO.
     bcg-experiment gradvar    [--kappas ..] ...                   Fig. 3: gradient variance from the training
-        logs (column grad_var of metrics.csv), SHAC+BCG vs SHAC, +-1 std from bootstrap resamples.
-    bcg-experiment curves     [--motions ..] ...                  Fig. 5: learning curves (metrics.csv columns
-        iteration, samples, wall_s, reward) against iterations, samples (log) and wall-clock.
+        logs (metrics.csv gradvar, gradvar_std), SHAC+BCG vs SHAC, +-1 std from the bootstrap over the worlds.
+    bcg-experiment curves     [--motions ..] ...                  Fig. 5: learning curves (metrics.csv reward,
+        eval.csv e_track_cm) against iterations, samples (log) and wall-clock.
+    bcg-experiment all        [...] [--gradvar-motions ..]       all four, their cells in one queue of --jobs.
     bcg-experiment kappa-map  [--policy DIR | --playback MOTION] [--kappas ..] --out DIR
         delta_d of one exported policy (default: the hold policy; --playback: open-loop playback of a clip)
         along the kappa grid, no training: the mapping of bcg_sim's kappa to contact depth, measured before
@@ -31,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,8 +44,10 @@ from bcg_train.eval.mujoco_eval import EvalError
 from bcg_train.eval.report import fmt, markdown_table, pm
 
 REPORT_ORDER = ("kappa_map", "table1", "table2", "fig3", "fig5")
-GRADVAR_COLUMN = "grad_var"
+EXPERIMENTS = ("stiffness", "compare", "gradvar", "curves")  # `all` runs their cells in one queue
+GRADVAR_COLUMNS = ("gradvar", "gradvar_std")  # bcg-train's metrics.csv (NaN on rows without a measurement)
 CURVE_COLUMNS = ("iteration", "samples", "wall_s", "reward")
+EVAL_CURVE_COLUMNS = ("iteration", "samples", "wall_s", "e_track_cm")  # bcg-train's eval.csv
 # The seed paper's figures as the issue states them (Table 1's soft end); nothing else is assumed.
 SEED_SOFT_END = "seed paper, soft end of its grid (κ = 50): Δd ≈ 10–13 mm, 5/5 falls"
 
@@ -72,7 +76,9 @@ def _eta(seconds: float) -> str:
 
 # --- cells ---------------------------------------------------------------------------------------------------
 class Runner:
-    """Trains and evaluates cells under out/cells, skipping finished ones with --resume."""
+    """Trains and evaluates cells under out/cells, `jobs` at a time, skipping finished ones with --resume.
+    Each cell is two child processes: the training command (bcg-train) and bcg-eval on its exported policy, so
+    cells running at once share nothing but the disk (Warp's CPU kernels take one core per process)."""
 
     def __init__(self, args: argparse.Namespace, exp_cfg, eval_cfg):
         self.args, self.exp, self.eval_cfg = args, exp_cfg, eval_cfg
@@ -91,55 +97,76 @@ class Runner:
 
     def train_command(self, c: Cell) -> list[str]:
         fill = {"motion": c.motion, "algo": c.algo, "kappa": f"{c.kappa:g}", "budget": str(self.args.budget),
-                "seed": str(c.seed), "out": str(self.cell_dir(c))}
-        cmd = [part.format(**fill) for part in self.exp.train_command]
+                "seed": str(c.seed), "preset": self.args.preset, "reward": self.args.reward,
+                "out": str(self.cell_dir(c))}
+        try:
+            cmd = [part.format(**fill) for part in self.exp.train_command]
+        except KeyError as exc:
+            raise EvalError(f"experiment.train_command: unknown placeholder {exc} (known: {sorted(fill)})") from None
         if shutil.which(cmd[0]) is None and not Path(cmd[0]).is_file():
             raise EvalError(f"experiment.train_command: {cmd[0]!r} not found on PATH (bcg_train's training entry "
-                            "point is not installed yet?)")
+                            "point is not installed?)")
         return cmd
 
-    def run(self, cells: list[Cell], evaluate_cells: bool) -> None:
-        """Every cell: train (unless trained), then evaluate (unless evaluated), a progress line each."""
-        done = [c for c in cells if self.trained(c) and (self.evaluated(c) or not evaluate_cells)]
+    def eval_command(self, c: Cell) -> list[str]:
+        """bcg-eval of the cell's policy with delta_d at the cell's kappa, this experiment's eval settings."""
+        cmd = [sys.executable, "-m", "bcg_train.eval.cli", str(self.cell_dir(c) / "policy"), "--out",
+               str(self.cell_dir(c) / "eval"), "--kappa", f"{c.kappa:g}", "--runs", str(self.eval_cfg.runs),
+               "--seconds", f"{self.eval_cfg.seconds:g}", "--config", self.args.config]
+        return cmd + (["--no-render"] if self.args.no_render else [])
+
+    def run(self, cells: list[Cell], to_evaluate: set[Cell]) -> None:
+        """Every cell: train (unless trained), then, if in `to_evaluate`, evaluate (unless evaluated); a progress
+        line each."""
+        done = [c for c in cells if self.trained(c) and (self.evaluated(c) or c not in to_evaluate)]
         started = [c for c in cells if self.cell_dir(c).exists()]
         if started and not self.args.resume:
             raise EvalError(f"{self.out}: {len(started)} cell(s) already started or finished; pass --resume or use "
                             "a new --out")
         todo = [c for c in cells if c not in done]
-        _progress(f"{len(cells)} cells, {len(done)} finished (skipped), {len(todo)} to run")
-        spent: list[float] = []
-        for i, c in enumerate(todo):
-            t0 = time.monotonic()
+        for c in todo:  # a missing trainer is one line before anything starts
             if not self.trained(c):
-                self._train(c)
-            if evaluate_cells and not self.evaluated(c):
-                self._evaluate(c)
-            spent.append(time.monotonic() - t0)
-            left = float(np.mean(spent)) * (len(todo) - i - 1)
-            _progress(f"[{i + 1}/{len(todo)}] {c.name}: {spent[-1]:.1f} s; about {_eta(left)} left")
+                self.train_command(c)
+        jobs = max(1, min(self.args.jobs, len(todo)))
+        _progress(f"{len(cells)} cells, {len(done)} finished (skipped), {len(todo)} to run, {jobs} at a time")
+        spent: list[float] = []
+        t_start = time.monotonic()
+        pool = ThreadPoolExecutor(max_workers=jobs)
+        futures = {pool.submit(self._cell, c, c in to_evaluate): c for c in todo}
+        try:
+            for fut in as_completed(futures):
+                c = futures[fut]
+                spent.append(fut.result())  # a failed cell raises here
+                left = float(np.mean(spent)) * (len(todo) - len(spent)) / jobs
+                _progress(f"[{len(spent)}/{len(todo)}] {c.name}: {spent[-1]:.0f} s (elapsed "
+                          f"{_eta(time.monotonic() - t_start)}); about {_eta(left)} left")
+        finally:  # after a failure the running cells finish (their folders stay resumable), queued ones never start
+            pool.shutdown(wait=True, cancel_futures=True)
 
-    def _train(self, c: Cell) -> None:
+    def _cell(self, c: Cell, evaluate_cells: bool) -> float:
+        t0 = time.monotonic()
+        if not self.trained(c):
+            self._child(c, self.train_command(c), "train.log", self.trained, "training")
+        if evaluate_cells and not self.evaluated(c):
+            self._child(c, self.eval_command(c), "eval.log", self.evaluated, "evaluation")
+        return time.monotonic() - t0
+
+    def _child(self, c: Cell, cmd: list[str], log_name: str, finished, what: str) -> None:
         d = self.cell_dir(c)
         d.mkdir(parents=True, exist_ok=True)
-        cmd = self.train_command(c)
-        with open(d / "train.log", "w") as log:
+        _progress(f"{c.name}: {what} started")
+        with open(d / log_name, "w") as log:
             r = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
-        if r.returncode != 0 or not self.trained(c):
-            raise EvalError(f"cell {c.name}: training failed (exit {r.returncode}, see {d / 'train.log'}): "
+        if r.returncode != 0 or not finished(c):
+            raise EvalError(f"cell {c.name}: {what} failed (exit {r.returncode}, see {d / log_name}): "
                             f"{shlex.join(cmd)}")
-
-    def _evaluate(self, c: Cell) -> None:
-        from bcg_sim.policy import load_policy
-        from bcg_train.eval.evaluate import evaluate
-
-        policy = load_policy(self.cell_dir(c) / "policy")
-        evaluate(policy, self.eval_cfg, self.cell_dir(c) / "eval", kappa=c.kappa, render=not self.args.no_render)
 
     def result(self, c: Cell) -> dict:
         return json.loads((self.cell_dir(c) / "eval" / "eval.json").read_text())
 
-    def metrics_csv(self, c: Cell, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
-        path = self.cell_dir(c) / "metrics.csv"
+    def log_csv(self, c: Cell, columns: tuple[str, ...], name: str = "metrics.csv") -> dict[str, np.ndarray]:
+        """Columns of a cell's training log (metrics.csv, or eval.csv: bcg-train's evaluation during training)."""
+        path = self.cell_dir(c) / name
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
         missing = [k for k in columns if not rows or k not in rows[0]]
@@ -177,68 +204,97 @@ def table2(runner: Runner, motions, kappa, seeds) -> str:
             + markdown_table(["motion", "SHAC+BCG", "PPO"], rows))
 
 
-def bootstrap_std_of_mean(x: np.ndarray, resamples: int, rng: np.random.Generator) -> float:
-    """Std of the mean of x over `resamples` bootstrap resamples (with replacement)."""
-    idx = rng.integers(0, len(x), size=(resamples, len(x)))
-    return float(x[idx].mean(axis=1).std())
-
-
-def fig3(runner: Runner, motions, kappas, seeds, resamples: int, out: Path) -> str:
+def _plt():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rng = np.random.default_rng(0)
-    rows, curves = [], {}
-    for algo in ("shac-bcg", "shac"):
-        means, stds = [], []
+    return plt
+
+
+def gradvar_log(runner: Runner, c: Cell) -> dict[str, np.ndarray]:
+    """The measured rows of a cell's log: iteration, gradvar and its bootstrap std over the training worlds."""
+    log = runner.log_csv(c, ("iteration",) + GRADVAR_COLUMNS)
+    keep = np.isfinite(log[GRADVAR_COLUMNS[0]])
+    return {k: v[keep] for k, v in log.items()}
+
+
+def fig3(runner: Runner, motions, kappas, seeds, out: Path) -> str:
+    """Per cell: the first measurement (iteration 1: the same initial policy and start states with and without
+    BCG for one seed) and the mean over training, each +-1 std from the bootstrap over the training worlds that
+    bcg-train logs (gradvar_std; a mean's std is propagated from its rows'). The figure: both against kappa
+    (averaged over motions and seeds), and every cell's gradvar over iterations."""
+    plt = _plt()
+    rows, summary = [], {}
+    fig, (ax_k, ax_t) = plt.subplots(1, 2, figsize=(11, 3.6), dpi=100)
+    for algo, style in (("shac-bcg", "-"), ("shac", "--")):
+        first, mean = [], []
         for k in kappas:
-            v = np.concatenate([runner.metrics_csv(Cell(m, algo, k, s), (GRADVAR_COLUMN,))[GRADVAR_COLUMN]
-                                for m in motions for s in seeds])
-            means.append(float(v.mean()))
-            stds.append(bootstrap_std_of_mean(v, resamples, rng))
-        curves[algo] = (np.array(means), np.array(stds))
-        rows += [[algo, f"{k:g}", f"{mu:.4g} ± {sd:.2g}"] for k, mu, sd in zip(kappas, means, stds)]
-    fig, ax = plt.subplots(figsize=(5, 3.2), dpi=100)
-    for algo, (mu, sd) in curves.items():
-        ax.plot(kappas, mu, marker="o", label=algo)
-        ax.fill_between(kappas, mu - sd, mu + sd, alpha=0.25)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("κ [kN/m per sphere]")
-    ax.set_ylabel("policy-gradient variance")
-    ax.legend()
-    ax.grid(alpha=0.3)
+            cells = [gradvar_log(runner, Cell(m, algo, k, s)) for m in motions for s in seeds]
+            if any(len(g["iteration"]) == 0 for g in cells):
+                raise EvalError(f"{algo} at kappa {k:g}: no gradvar measurement in a training log "
+                                "(shac.gradvar_every = 0?)")
+            f = [(g[GRADVAR_COLUMNS[0]][0], g[GRADVAR_COLUMNS[1]][0]) for g in cells]
+            mu = [(g[GRADVAR_COLUMNS[0]].mean(), np.sqrt((g[GRADVAR_COLUMNS[1]] ** 2).sum()) / len(g["iteration"]))
+                  for g in cells]
+            first.append(np.mean(f, axis=0))
+            mean.append(np.mean(mu, axis=0))
+            for (m, s), g, fi, me in zip([(m, s) for m in motions for s in seeds], cells, f, mu):
+                rows.append([m, algo, f"{k:g}", f"{fi[0]:.3g} ± {fi[1]:.2g}", f"{me[0]:.3g} ± {me[1]:.2g}",
+                             str(len(g["iteration"]))])
+                ax_t.plot(g["iteration"], g[GRADVAR_COLUMNS[0]], style, lw=0.8, label=f"{algo} κ {k:g} {m}")
+        summary[algo] = (np.array(first), np.array(mean))
+        for arr, marker, what in ((summary[algo][0], "o", "first"), (summary[algo][1], "s", "mean")):
+            ax_k.plot(kappas, arr[:, 0], style, marker=marker, label=f"{algo}, {what}")
+            ax_k.fill_between(kappas, np.maximum(arr[:, 0] - arr[:, 1], 1e-30), arr[:, 0] + arr[:, 1], alpha=0.2)
+    ax_k.set(xscale="log", yscale="log", xlabel="κ [kN/m per sphere]", ylabel="policy-gradient variance")
+    ax_t.set(yscale="log", xlabel="iteration", ylabel="policy-gradient variance")
+    for ax in (ax_k, ax_t):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(out / "fig3_gradvar.png")
     plt.close(fig)
-    return (f"### Fig. 3: gradient variance from the training logs (±1 std, {resamples} bootstrap resamples)\n\n"
-            "![Fig. 3](fig3_gradvar.png)\n\n" + markdown_table(["algo", "κ", "grad var"], rows))
+    return ("### Fig. 3: policy-gradient variance recorded during training (trace(Cov)/P across the training "
+            "worlds; ±1 std from bcg-train's bootstrap over the worlds, shac.gradvar_bootstrap resamples)\n\n"
+            "![Fig. 3](fig3_gradvar.png)\n\n"
+            + markdown_table(["motion", "algo", "κ", "first (iteration 1)", "mean over training", "measurements"],
+                             rows))
 
 
 def fig5(runner: Runner, motions, kappa, seeds, out: Path) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.2), dpi=100)
+    """Learning curves of every trained cell at kappa (SHAC+BCG; PPO and SHAC where their cells exist): the
+    training batch's reward (metrics.csv) and the fixed-protocol evaluation's E_track (eval.csv) against
+    iterations, samples (log) and wall-clock."""
+    plt = _plt()
+    fig, axes = plt.subplots(2, 3, figsize=(13, 6), dpi=100)
+    colors = {m: f"C{i}" for i, m in enumerate(motions)}
+    styles = {"shac-bcg": "-", "ppo": "--", "shac": ":"}
     for m in motions:
-        for s in seeds:
-            c = runner.metrics_csv(Cell(m, "shac-bcg", kappa, s), CURVE_COLUMNS)
-            for ax, x in zip(axes, ("iteration", "samples", "wall_s")):
-                ax.plot(c[x], c["reward"], lw=1, label=f"{m} s{s}")
-    for ax, x in zip(axes, ("iterations", "samples", "wall-clock [s]")):
-        ax.set_xlabel(x)
-        ax.set_ylabel("reward")
-        ax.grid(alpha=0.3)
-    axes[1].set_xscale("log")
-    axes[0].legend(fontsize=7)
+        for algo, style in styles.items():
+            for s in seeds:
+                c = Cell(m, algo, kappa, s)
+                if not runner.trained(c):
+                    continue
+                logs = [runner.log_csv(c, CURVE_COLUMNS)]
+                has_eval = (runner.cell_dir(c) / "eval.csv").is_file()
+                logs.append(runner.log_csv(c, EVAL_CURVE_COLUMNS, "eval.csv") if has_eval else None)
+                for row, (log, y) in enumerate(zip(logs, ("reward", "e_track_cm"))):
+                    for ax, x in zip(axes[row], ("iteration", "samples", "wall_s")):
+                        if log is not None:
+                            ax.plot(log[x], log[y], style, color=colors[m], lw=1, label=f"{m} {algo} s{s}")
+    for row, y in enumerate(("training reward per step", "evaluation E_track [cm]")):
+        for ax, x in zip(axes[row], ("iterations", "samples", "wall-clock [s]")):
+            ax.set(xlabel=x, ylabel=y)
+            ax.grid(alpha=0.3)
+        axes[row][1].set_xscale("log")
+    axes[0][0].legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(out / "fig5_curves.png")
     plt.close(fig)
-    return f"### Fig. 5: learning curves, SHAC+BCG at κ = {kappa:g} kN/m\n\n![Fig. 5](fig5_curves.png)\n"
+    return (f"### Fig. 5: learning curves at κ = {kappa:g} kN/m (solid SHAC+BCG, dashed PPO, dotted SHAC where "
+            "trained; bottom: bcg-train's fixed-protocol evaluation in bcg_sim)\n\n![Fig. 5](fig5_curves.png)\n")
 
 
 def kappa_map(args, eval_cfg, out: Path) -> str:
@@ -285,7 +341,8 @@ def write_report(out: Path, args: argparse.Namespace) -> Path:
 
     sec = out / "sections"
     parts = [f"# bcg experiments\n\n- machine: {platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs, "
-             f"{platform.python_version()})\n- commit: {commit()}\n- budget: {args.budget} (bcg-train --budget)\n"
+             f"{platform.python_version()})\n- commit: {commit()}\n- budget per cell: {args.budget} (bcg-train --budget), "
+             f"preset {args.preset}, reward {args.reward}, {args.jobs} cell(s) at a time\n"
              f"- last command: `bcg-experiment {shlex.join(sys.argv[1:])}`\n"]
     for name in REPORT_ORDER:
         for p in sorted(sec.glob(f"{name}*.md")):
@@ -299,15 +356,22 @@ def write_report(out: Path, args: argparse.Namespace) -> Path:
 def _parser(exp) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="bcg-experiment", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("experiment", choices=["stiffness", "compare", "gradvar", "curves", "kappa-map"])
+    ap.add_argument("experiment", choices=[*EXPERIMENTS, "all", "kappa-map"])
     ap.add_argument("--out", required=True, help="results folder (cells/, sections/, report.md)")
     ap.add_argument("--motions", nargs="+", default=exp.motions, help=f"default {' '.join(exp.motions)}")
     ap.add_argument("--kappas", nargs="+", type=float, default=exp.kappas,
                     help=f"kN/m per sphere, default {' '.join(f'{k:g}' for k in exp.kappas)}")
     ap.add_argument("--kappa", type=float, default=exp.compare_kappa,
                     help=f"compare/curves kappa (default {exp.compare_kappa:g})")
+    ap.add_argument("--gradvar-motions", nargs="+", default=None,
+                    help="gradvar (and all): motions of the SHAC/SHAC+BCG pairs (default: --motions)")
     ap.add_argument("--seeds", nargs="+", type=int, default=exp.seeds, help=f"default {exp.seeds}")
-    ap.add_argument("--budget", type=int, default=exp.budget, help=f"bcg-train --budget (default {exp.budget})")
+    ap.add_argument("--budget", default=exp.budget, help=f"bcg-train --budget of a cell (default {exp.budget})")
+    ap.add_argument("--preset", default=exp.preset, help=f"bcg-train --preset (default {exp.preset})")
+    ap.add_argument("--reward", default=exp.reward, choices=["add", "tracking"],
+                    help=f"bcg-train --reward (default {exp.reward})")
+    ap.add_argument("--jobs", type=int, default=exp.jobs,
+                    help=f"cells at once, one process each (default {exp.jobs}; 2 uses both cores here)")
     ap.add_argument("--runs", type=int, default=None, help="bcg-eval runs per cell (default: config eval.runs)")
     ap.add_argument("--seconds", type=float, default=None, help="bcg-eval seconds (default: config eval.seconds)")
     ap.add_argument("--policy", default=None, help="kappa-map: the policy (default: the hold policy)")
@@ -335,33 +399,64 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def experiment_cells(name: str, args: argparse.Namespace) -> tuple[list[Cell], set[Cell]]:
+    """The cells an experiment needs (in run order) and those of them that bcg-eval must evaluate."""
+    m_, k_, s_ = args.motions, args.kappas, args.seeds
+    if name == "stiffness":
+        cells = [Cell(m, "shac-bcg", k, s) for m in m_ for k in k_ for s in s_]
+        return cells, set(cells)
+    if name == "compare":
+        cells = [Cell(m, a, args.kappa, s) for m in m_ for a in ("shac-bcg", "ppo") for s in s_]
+        return cells, set(cells)
+    if name == "gradvar":
+        return [Cell(m, a, k, s) for m in args.gradvar_motions for a in ("shac-bcg", "shac") for k in k_
+                for s in s_], set()
+    if name == "curves":
+        return [Cell(m, "shac-bcg", args.kappa, s) for m in m_ for s in s_], set()
+    cells, evaluate = [], set()  # all: every experiment's cells in one queue (both cores busy to the end)
+    for part in EXPERIMENTS:
+        c, e = experiment_cells(part, args)
+        cells += [x for x in c if x not in cells]
+        evaluate |= e
+    return cells, evaluate
+
+
+def section(name: str, runner: Runner, args: argparse.Namespace, out: Path) -> tuple[str, str]:
+    """(file name, markdown) of one experiment's report section, from its finished cells."""
+    if name == "stiffness":
+        return "table1", table1(runner, args.motions, args.kappas, args.seeds)
+    if name == "compare":
+        return "table2", table2(runner, args.motions, args.kappa, args.seeds)
+    if name == "gradvar":
+        return "fig3", fig3(runner, args.gradvar_motions, args.kappas, args.seeds, out)
+    return "fig5", fig5(runner, args.motions, args.kappa, args.seeds, out)
+
+
 def _run(args: argparse.Namespace, exp, ev) -> int:
     ev = dataclasses.replace(ev, runs=ev.runs if args.runs is None else args.runs,
                              seconds=ev.seconds if args.seconds is None else args.seconds).validate("arguments")
+    from bcg_train.config import parse_budget
+
     if any(k <= 0 for k in args.kappas) or args.kappa <= 0:
         raise EvalError("--kappas/--kappa must be > 0 kN/m")
+    if args.jobs < 1:
+        raise EvalError(f"--jobs must be >= 1, got {args.jobs}")
+    parse_budget(args.budget)  # a ConfigError names the expected forms
+    args.gradvar_motions = args.gradvar_motions or args.motions
     out = Path(args.out)
     (out / "sections").mkdir(parents=True, exist_ok=True)
-    runner = Runner(args, exp, ev)
     if args.experiment == "kappa-map":
         text = kappa_map(args, ev, out)
         name = "kappa_map" + (f"_{Path(args.playback).stem}" if args.playback else "")
-    elif args.experiment == "stiffness":
-        runner.run([Cell(m, "shac-bcg", k, s) for m in args.motions for k in args.kappas for s in args.seeds], True)
-        text, name = table1(runner, args.motions, args.kappas, args.seeds), "table1"
-    elif args.experiment == "compare":
-        runner.run([Cell(m, a, args.kappa, s) for m in args.motions for a in ("shac-bcg", "ppo")
-                    for s in args.seeds], True)
-        text, name = table2(runner, args.motions, args.kappa, args.seeds), "table2"
-    elif args.experiment == "gradvar":
-        runner.run([Cell(m, a, k, s) for m in args.motions for a in ("shac-bcg", "shac") for k in args.kappas
-                    for s in args.seeds], False)
-        text, name = fig3(runner, args.motions, args.kappas, args.seeds, exp.bootstrap_resamples, out), "fig3"
+        (out / "sections" / f"{name}.md").write_text(text)
+        print(text)
     else:
-        runner.run([Cell(m, "shac-bcg", args.kappa, s) for m in args.motions for s in args.seeds], False)
-        text, name = fig5(runner, args.motions, args.kappa, args.seeds, out), "fig5"
-    (out / "sections" / f"{name}.md").write_text(text)
-    print(text)
+        runner = Runner(args, exp, ev)
+        runner.run(*experiment_cells(args.experiment, args))
+        for part in (EXPERIMENTS if args.experiment == "all" else (args.experiment,)):
+            name, text = section(part, runner, args, out)
+            (out / "sections" / f"{name}.md").write_text(text)
+            print(text)
     print(f"wrote {write_report(out, args)}")
     return 0
 
