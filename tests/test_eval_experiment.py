@@ -19,7 +19,7 @@ from bcg_sim.policy.cli import export_hold  # noqa: E402
 from bcg_train.eval.experiment import main  # noqa: E402
 
 TRAINER = """
-import argparse, csv, shutil, sys
+import argparse, csv, json, shutil, sys
 from pathlib import Path
 ap = argparse.ArgumentParser()
 for k in ("preset", "reward", "motion", "algo", "kappa", "budget", "seed", "out"):
@@ -33,6 +33,8 @@ with open(Path(a.out) / "metrics.csv", "w", newline="") as f:
     for i in range(1, 7):  # row 6 has no measurement (NaN), as bcg-train's rows between gradvar_every
         g = scale * float(a.kappa) * (1 + 0.1 * (i % 2)) if i < 6 else float("nan")
         w.writerow([i, 64 * i, 0.5 * i, -1.0 / i, g, 1.0 if i < 6 else float("nan")])
+(Path(a.out) / "summary.json").write_text(json.dumps({"iterations": 6, "samples": 384, "eval_first_e_track_cm": 50.0,
+                                                      "eval_last_e_track_cm": 20.0, "eval_last_falls": 0.25}))
 """
 
 
@@ -67,6 +69,7 @@ def test_stiffness_table_report_and_resume(cfg, tmp, capsys):
     assert "κ = 50 kN/m" in table and "κ = 300 kN/m" in table and "| run | 0/1, " in table
     report = (out / "report.md").read_text()
     assert "commit:" in report and "budget per cell:" in report and "Table 1" in report
+    assert "| run | shac-bcg | 50 | 0 | 6 | 384 | 50.0 → 20.0 cm, falls 25% | 0/1 |" in report  # the cells table
     evals = sorted(out.glob("cells/*/eval/eval.json"))
     assert len(evals) == 2
     stamp = [p.stat().st_mtime_ns for p in evals]
@@ -111,7 +114,8 @@ def test_all_with_the_real_trainer(tmp_path, capsys):
     assert (out / "cells/dance_ppo_k300_s0/eval/eval.json").is_file()
     assert not (out / "cells/dance_shac_k300_s0/eval").exists()  # gradvar's SHAC cell needs no evaluation
     report = (out / "report.md").read_text()
-    for title in ("Table 1", "Table 2", "Fig. 3", "Fig. 5", "preset tiny, reward tracking, 2 cell(s) at a time"):
+    for title in ("Table 1", "Table 2", "Fig. 3", "Fig. 5", "### Cells",
+                  "preset tiny, reward tracking, 2 cell(s) at a time"):
         assert title in report, title
     assert "| dance | shac-bcg | 300 |" in report and "| dance | shac | 300 |" in report
     assert "[3/3]" in capsys.readouterr().err

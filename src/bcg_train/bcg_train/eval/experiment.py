@@ -43,7 +43,7 @@ from bcg_train.eval.config import load_eval_config, load_experiment_config
 from bcg_train.eval.mujoco_eval import EvalError
 from bcg_train.eval.report import fmt, markdown_table, pm
 
-REPORT_ORDER = ("kappa_map", "table1", "table2", "fig3", "fig5")
+REPORT_ORDER = ("kappa_map", "table1", "table2", "fig3", "fig5", "cells")
 EXPERIMENTS = ("stiffness", "compare", "gradvar", "curves")  # `all` runs their cells in one queue
 GRADVAR_COLUMNS = ("gradvar", "gradvar_std")  # bcg-train's metrics.csv (NaN on rows without a measurement)
 CURVE_COLUMNS = ("iteration", "samples", "wall_s", "reward")
@@ -202,6 +202,30 @@ def table2(runner: Runner, motions, kappa, seeds) -> str:
         rows.append(row)
     return (f"### Table 2: E_track [cm], mean ± std over runs (κ = {kappa:g} kN/m)\n\n"
             + markdown_table(["motion", "SHAC+BCG", "PPO"], rows))
+
+
+def cells_table(runner: Runner, cells: list[Cell]) -> str:
+    """Every trained cell: its training (bcg-train's summary.json, whose evaluation runs in bcg_sim) beside its
+    MuJoCo evaluation (bcg-eval, where the experiment evaluates it): whether a policy learned in the simulator
+    it was trained in and whether that carried over."""
+    rows = []
+    for c in cells:
+        if not runner.trained(c):
+            continue
+        t = json.loads((runner.cell_dir(c) / "summary.json").read_text())
+        learned = (f"{fmt(t['eval_first_e_track_cm'], 1)} → {fmt(t['eval_last_e_track_cm'], 1)} cm, falls "
+                   f"{t['eval_last_falls']:.0%}")
+        mj = ["", "", "", ""]
+        if runner.evaluated(c):
+            r = runner.result(c)
+            a = r["aggregate"]
+            mj = [f"{a['falls']}/{a['runs']}", pm(a["survival_s_mean"], a["survival_s_std"]),
+                  pm(a["e_track_cm_mean"], a["e_track_cm_std"], 1), fmt(r["delta_d"]["delta_d_mm"], 2)]
+        rows.append([c.motion, c.algo, f"{c.kappa:g}", str(c.seed), str(t["iterations"]), f"{t['samples']:,}",
+                     learned, *mj])
+    return ("### Cells: training (evaluation in bcg_sim during training: first → last) and MuJoCo evaluation\n\n"
+            + markdown_table(["motion", "algo", "κ", "seed", "iterations", "samples", "bcg_sim E_track, falls",
+                              "MuJoCo falls", "survival [s]", "E_track [cm]", "Δd [mm]"], rows))
 
 
 def _plt():
@@ -452,9 +476,11 @@ def _run(args: argparse.Namespace, exp, ev) -> int:
         print(text)
     else:
         runner = Runner(args, exp, ev)
-        runner.run(*experiment_cells(args.experiment, args))
-        for part in (EXPERIMENTS if args.experiment == "all" else (args.experiment,)):
-            name, text = section(part, runner, args, out)
+        cells, to_evaluate = experiment_cells(args.experiment, args)
+        runner.run(cells, to_evaluate)
+        parts = [section(p, runner, args, out) for p in (EXPERIMENTS if args.experiment == "all"
+                                                           else (args.experiment,))]
+        for name, text in parts + [(f"cells_{args.experiment}", cells_table(runner, cells))]:
             (out / "sections" / f"{name}.md").write_text(text)
             print(text)
     print(f"wrote {write_report(out, args)}")
