@@ -11,7 +11,7 @@ import pytest
 from bcg_sim.diffsim import load_sim_config
 from bcg_sim.diffsim.cli import run_parity
 from bcg_sim.diffsim.gradvar import main as gradvar_main
-from bcg_sim.diffsim.gradvar import bootstrap_variance_std, gradient_variance, paired_ratio
+from bcg_sim.diffsim.gradvar import bootstrap_variance_std, gradient_variance, paired_ratio, variance_stats
 
 
 def test_parity_with_mujoco_short_run():
@@ -44,6 +44,18 @@ def test_bootstrap_variance_std_equals_explicit_resamples():
     slow = np.std([gradient_variance(g[rng.integers(0, 30, 30)]) for _ in range(300)])
     assert fast == pytest.approx(slow, rel=1e-9) and fast > 0
     assert bootstrap_variance_std(np.ones((8, 3)), 50, rng) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_variance_stats_equals_explicit_resamples():
+    """bcg-gradvar's stds (absolute and relative to |mean|^2) are those of the explicit resamples it draws."""
+    g = np.random.default_rng(2).normal(size=(20, 5)) + 0.3
+    st = variance_stats(g, 200, np.random.default_rng(3))
+    rng = np.random.default_rng(3)
+    res = [g[rng.integers(0, 20, 20)] for _ in range(200)]
+    assert st["var"] == pytest.approx(gradient_variance(g), rel=1e-12)
+    assert st["var_std"] == pytest.approx(np.std([gradient_variance(r) for r in res]), rel=1e-9)
+    rel = [gradient_variance(r) / (r.mean(0) ** 2).mean() for r in res]
+    assert st["rel_var_std"] == pytest.approx(np.std(rel), rel=1e-9) and st["rel_var_std"] > 0
 
 
 def test_paired_ratio_of_scaled_gradients_is_exact():

@@ -82,32 +82,41 @@ def per_world_gradients(env, motion, frames: np.ndarray, horizon: int, seed: int
     return grads.numpy().astype(np.float64), float(cost.detach().mean()), touchdowns
 
 
+_MIN_MEAN_SQ = 1e-30  # floor of |mean gradient|^2 in the relative variance (a zero mean has no ratio)
+
+
 def gradient_variance(grads: np.ndarray) -> float:
     """trace(Cov)/P of [N, P] per-world gradients: the spread across worlds per parameter."""
     return ((grads - grads.mean(0)) ** 2).sum(1).mean() / grads.shape[1]
 
 
-def bootstrap_variance_std(grads: np.ndarray, boot: int, rng: np.random.Generator) -> float:
-    """Std of `gradient_variance` over `boot` resamples (with replacement) of the N worlds of [N, P] `grads`.
-    A resample is a count vector w [N] (sum N); its variance is (sum_i w_i |g_i|^2 / N - |sum_i w_i g_i / N|^2)/P,
-    so all resamples are two matrix products instead of `boot` copies of the gradients."""
+def _bootstrap_counts(n: int, boot: int, rng: np.random.Generator) -> np.ndarray:
+    """[boot, n] count vectors of `boot` resamples (with replacement) of n worlds: one rng.integers(0, n, n) each."""
+    return np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(boot)]).astype(float)
+
+
+def _resampled_moments(grads: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(gradient_variance [boot], mean gradient [boot, P]) of the resamples given by count vectors w [boot, N].
+    A resample's variance is (sum_i w_i |g_i|^2 / N - |sum_i w_i g_i / N|^2)/P, so all resamples are two matrix
+    products instead of `boot` copies of the gradients."""
     n, p = grads.shape
-    w = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(boot)]).astype(float)  # [boot, N]
     mean = w @ grads / n  # [boot, P]
-    var = (w @ (grads ** 2).sum(1) / n - (mean ** 2).sum(1)) / p
+    return (w @ (grads ** 2).sum(1) / n - (mean ** 2).sum(1)) / p, mean
+
+
+def bootstrap_variance_std(grads: np.ndarray, boot: int, rng: np.random.Generator) -> float:
+    """Std of `gradient_variance` over `boot` resamples (with replacement) of the N worlds of [N, P] `grads`."""
+    var, _ = _resampled_moments(grads, _bootstrap_counts(grads.shape[0], boot, rng))
     return float(var.std())
 
 
 def variance_stats(grads: np.ndarray, boot: int, rng: np.random.Generator) -> dict:
     """trace(Cov)/P across worlds and its bootstrap std; the same relative to |mean|^2."""
-    def stat(gs):
-        var = gradient_variance(gs)
-        return var, var / max((gs.mean(0) ** 2).mean(), 1e-30)
-
-    var, rel = stat(grads)
-    n = grads.shape[0]
-    samples = np.array([stat(grads[rng.integers(0, n, n)]) for _ in range(boot)])
-    return dict(var=var, var_std=samples[:, 0].std(), rel_var=rel, rel_var_std=samples[:, 1].std(),
+    var = gradient_variance(grads)
+    rel = var / max((grads.mean(0) ** 2).mean(), _MIN_MEAN_SQ)
+    var_b, mean_b = _resampled_moments(grads, _bootstrap_counts(grads.shape[0], boot, rng))
+    rel_b = var_b / np.maximum((mean_b ** 2).mean(1), _MIN_MEAN_SQ)
+    return dict(var=var, var_std=var_b.std(), rel_var=rel, rel_var_std=rel_b.std(),
                 grad_norm_mean=float(np.linalg.norm(grads, axis=1).mean()))
 
 

@@ -252,10 +252,11 @@ def fig3(runner: Runner, motions, kappas, seeds, out: Path) -> str:
     plt = _plt()
     rows, summary = [], {}
     fig, (ax_k, ax_t) = plt.subplots(1, 2, figsize=(11, 3.6), dpi=100)
+    keys = [(m, s) for m in motions for s in seeds]
     for algo, style in (("shac-bcg", "-"), ("shac", "--")):
         first, mean = [], []
         for k in kappas:
-            cells = [gradvar_log(runner, Cell(m, algo, k, s)) for m in motions for s in seeds]
+            cells = [gradvar_log(runner, Cell(m, algo, k, s)) for m, s in keys]
             if any(len(g["iteration"]) == 0 for g in cells):
                 raise EvalError(f"{algo} at kappa {k:g}: no gradvar measurement in a training log "
                                 "(shac.gradvar_every = 0?)")
@@ -264,7 +265,7 @@ def fig3(runner: Runner, motions, kappas, seeds, out: Path) -> str:
                   for g in cells]
             first.append(np.mean(f, axis=0))
             mean.append(np.mean(mu, axis=0))
-            for (m, s), g, fi, me in zip([(m, s) for m in motions for s in seeds], cells, f, mu):
+            for (m, s), g, fi, me in zip(keys, cells, f, mu):
                 rows.append([m, algo, f"{k:g}", f"{fi[0]:.3g} ± {fi[1]:.2g}", f"{me[0]:.3g} ± {me[1]:.2g}",
                              str(len(g["iteration"]))])
                 ax_t.plot(g["iteration"], g[GRADVAR_COLUMNS[0]], style, lw=0.8, label=f"{algo} κ {k:g} {m}")
