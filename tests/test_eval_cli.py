@@ -157,3 +157,43 @@ def test_playback_policy_targets_are_the_next_reference_frame(tmp_path):
         target = runner.step(state)
         expected = np.clip(pol.reference.sample(np.array([(k + 1) * pol.contract.control_dt]))["joint_pos"][0], lo, hi)
         np.testing.assert_allclose(target, expected, atol=1e-5)
+
+
+def test_contact_check_counts_a_foot_without_mujoco_contact(hold, tmp_path):
+    """The check can fail: with the soles' collision switched off in the MJCF the feet sink through the floor and
+    every such control step counts; the same run with collision on counts none."""
+    import mujoco
+
+    from bcg_sim.g1 import FOOT_BODIES
+    from bcg_sim.policy import load_policy
+    from bcg_train.eval.config import load_eval_config
+    from bcg_train.eval.mujoco_eval import MujocoEvaluator, load_eval_model
+
+    pol, cfg = load_policy(hold), load_eval_config()
+    model = load_eval_model(None)
+    assert MujocoEvaluator(pol, cfg, model, 0.4).run(0).missed_contacts == 0
+    feet = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, f) for f in FOOT_BODIES]
+    for g in range(model.ngeom):
+        if model.geom_bodyid[g] in feet:
+            model.geom_contype[g] = model.geom_conaffinity[g] = 0
+    assert MujocoEvaluator(pol, cfg, model, 0.4).run(0).missed_contacts > 5
+
+
+def test_delta_d_defaults_to_the_policy_training_kappa(tmp_path, capsys):
+    """Without --kappa, delta_d uses the stiffness the policy was trained at (policy.yaml train_kappa), else
+    config/sim.yaml's; a train_kappa that is not a stiffness is one line naming the file."""
+    from bcg_sim.diffsim import load_sim_config
+
+    c = default_contract(reference_name="stand", gains="policy")
+    untrained = export_policy(hold_module(c.n_obs), c, tmp_path / "untrained", ("onnx",))
+    c.train_kappa = 50.0
+    trained = export_policy(hold_module(c.n_obs), c, tmp_path / "trained", ("onnx",))
+    for pol, kappa in ((trained, 50.0), (untrained, load_sim_config().contact.kappa)):
+        out = tmp_path / f"out_{pol.name}"
+        assert main([str(pol), "--runs", "1", "--seconds", "0.1", "--out", str(out), "--no-render"]) == 0
+        assert json.loads((out / "eval.json").read_text())["delta_d"]["kappa"] == kappa
+    meta = yaml.safe_load((trained / "policy.yaml").read_text())
+    meta["train_kappa"] = -1.0
+    (trained / "policy.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+    capsys.readouterr()
+    _one_error_line(capsys, main([str(trained), "--out", str(tmp_path / "o")]), "policy.yaml", "train_kappa")

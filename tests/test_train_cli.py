@@ -98,6 +98,7 @@ def test_export_round_trip_matches_the_training_actor(shac_run, tmp_path, capsys
         np.testing.assert_allclose(pol.act(obs), expected, atol=1e-5, rtol=0)
         assert pol.contract.reference.name == "run"
         assert pol.contract.observation.clip == cfg.task.obs_norm_clip
+        assert pol.contract.train_kappa == cfg.kappa  # bcg-eval's default delta_d stiffness
         assert np.allclose(pol.contract.observation.mean, r.algo.norm.mean.numpy())
 
 

@@ -461,6 +461,7 @@ def export_run_state(network, norm, cfg: TrainConfig, run: Path, out: Path, desc
     contract.observation.std = [float(x) for x in norm.std]
     contract.observation.clip = float(cfg.task.obs_norm_clip)
     contract.description = description
+    contract.train_kappa = float(cfg.kappa)
     reference = ReferenceTrack.load_npz(run / REFERENCE_FILE, contract.reference.name)
     net = _copy_to_cpu(network)
     return export_policy(net, contract, out, reference=reference)

@@ -79,6 +79,9 @@ class PolicyContract:
     version: int = METADATA_VERSION
     robot: str = "g1_29dof"
     description: str = ""
+    # contact stiffness [kN/m per sphere] of the bcg_sim it was trained in (None: not trained there, e.g. the
+    # hold policy); bcg-eval's delta_d uses it by default, since penetration depends on it
+    train_kappa: float | None = None
 
     # --- derived ---
     @property
@@ -171,6 +174,10 @@ class PolicyContract:
                                           f"{MOTORS[j.motor].effort_limit} N m")
         if not (self.control_dt > 0 and math.isfinite(self.control_dt)):
             raise PolicyContractError(f"{where}: control_dt must be > 0, got {self.control_dt}")
+        if self.train_kappa is not None and not (isinstance(self.train_kappa, (int, float))
+                                                 and math.isfinite(self.train_kappa) and self.train_kappa > 0):
+            raise PolicyContractError(f"{where}: train_kappa must be a stiffness > 0 kN/m or absent, "
+                                      f"got {self.train_kappa!r}")
         self._validate_observation(where)
 
     def _validate_observation(self, where: str) -> None:

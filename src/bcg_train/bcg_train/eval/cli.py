@@ -29,7 +29,8 @@ def _parser(cfg) -> argparse.ArgumentParser:
                     help=f"sim seconds per run, 0 = clip duration (default {cfg.seconds})")
     ap.add_argument("--out", default="eval_out", help="output folder (default eval_out)")
     ap.add_argument("--kappa", type=float, default=None,
-                    help="bcg_sim contact stiffness for delta_d [kN/m] (default: config/sim.yaml)")
+                    help="bcg_sim contact stiffness for delta_d [kN/m] (default: the policy's train_kappa, "
+                         "else config/sim.yaml's)")
     ap.add_argument("--noise", type=float, nargs=3, metavar=("Q", "DQ", "GYRO"), default=None,
                     help=f"encoder/IMU noise std [rad, rad/s, rad/s] (default {cfg.noise_q_std} "
                          f"{cfg.noise_dq_std} {cfg.noise_gyro_std})")

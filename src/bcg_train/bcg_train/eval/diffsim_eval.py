@@ -24,11 +24,13 @@ GAIN_TOLERANCE = 1e-6  # relative: contract gains equal a sim gain table
 
 
 def sim_config_for(policy: Policy, kappa: float | None):
-    """config/sim.yaml with this kappa [kN/m], BCG off (forward only) and the gain table of the contract."""
+    """config/sim.yaml with this kappa [kN/m] (None: the policy's train_kappa, else sim.yaml's), BCG off (forward
+    only) and the gain table of the contract."""
     from bcg_sim.diffsim import load_sim_config
     from bcg_sim.diffsim.model import pd_gains
 
     cfg = load_sim_config()
+    kappa = policy.contract.train_kappa if kappa is None else kappa
     contact = cfg.contact if kappa is None else dataclasses.replace(cfg.contact, kappa=float(kappa))
     cfg = dataclasses.replace(cfg, contact=contact, bcg=dataclasses.replace(cfg.bcg, enabled=False))
     c = policy.contract

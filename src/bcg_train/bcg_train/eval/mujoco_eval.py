@@ -132,6 +132,7 @@ class MujocoEvaluator:
             raise EvalError(f"MJCF: {exc}") from exc
         self.kp, self.kd = np.asarray(c.kp, float), np.asarray(c.kd, float)
         self._foot_bodies = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, f) for f in FOOT_BODIES]
+        self._probe = mujoco.MjData(model)  # collision of the current state, apart from the simulation's data
         if min(self._foot_bodies) < 0:
             raise EvalError(f"MJCF has no foot bodies {FOOT_BODIES}")
 
@@ -204,11 +205,18 @@ class MujocoEvaluator:
         return out
 
     def _missed_contacts(self, qpos: np.ndarray) -> int:
-        """1 when a foot penetrates deeper than MISSED_CONTACT_DEPTH but MuJoCo has no contact on it."""
+        """1 when a foot penetrates deeper than MISSED_CONTACT_DEPTH but MuJoCo's collision of this very state has
+        no contact on it. The simulation's own contact list is from the start of the last physics step (before
+        integration), so a fast-falling foot would look missed; a probe MjData runs collision at the current
+        qpos instead and leaves the simulation untouched."""
         sole_z = kinematics(qpos[None]).sole_z[0]
-        d, m = self.sim.data, self.sim.model
-        touching = {int(m.geom_bodyid[c.geom1]) for c in d.contact[:d.ncon]} | \
-                   {int(m.geom_bodyid[c.geom2]) for c in d.contact[:d.ncon]}
+        if not (sole_z < -MISSED_CONTACT_DEPTH).any():
+            return 0
+        d, m, p = self.sim.data, self.sim.model, self._probe
+        p.qpos[:] = d.qpos
+        mujoco.mj_fwdPosition(m, p)
+        touching = {int(m.geom_bodyid[c.geom1]) for c in p.contact[:p.ncon]} | \
+                   {int(m.geom_bodyid[c.geom2]) for c in p.contact[:p.ncon]}
         return int(any(sole_z[k] < -MISSED_CONTACT_DEPTH and b not in touching
                        for k, b in enumerate(self._foot_bodies)))
 
