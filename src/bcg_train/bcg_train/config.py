@@ -25,6 +25,8 @@ class TaskConfig:
     motion: str = "run"
     episode_steps: int = 150
     start_margin: int = 16
+    reset_joint_noise: float = 0.0  # [rad] std of Gaussian noise on the joint angles of a reset's reference state
+    reset_root_vel_noise: float = 0.0  # [m/s] std of Gaussian noise on its root linear velocity
     obs_norm_clip: float = 5.0
     obs_norm_epsilon: float = 1e-4
 
@@ -134,6 +136,8 @@ class TrainConfig:
         need(self.checkpoint_every >= 1, "checkpoint_every", "must be >= 1")
         need(self.task.episode_steps >= 1, "task.episode_steps", "must be >= 1")
         need(self.task.start_margin >= 0, "task.start_margin", "must be >= 0")
+        need(self.task.reset_joint_noise >= 0 and self.task.reset_root_vel_noise >= 0, "task.reset_joint_noise",
+             "reset noise stds must be >= 0")
         need(self.shac.horizon >= 1, "shac.horizon", f"must be >= 1, got {self.shac.horizon}")
         need(0 < self.shac.gamma <= 1, "shac.gamma", "must be in (0, 1]")
         need(0 <= self.shac.lam < 1, "shac.lam", "must be in [0, 1)")

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import torch
 
+from bcg_sim.g1 import JOINTS_29
 from bcg_sim.policy import ReferenceWindow, RobotState, build_observation
 from bcg_sim.policy.observation import quat_rotate_inv, quat_to_rot6d
 
@@ -136,17 +137,35 @@ class Task:
         self.frame = torch.zeros(self.n, dtype=torch.long, device=self.device)  # current clip frame per world
         self.steps = torch.zeros(self.n, dtype=torch.long, device=self.device)  # control steps into the episode
         self.last_action = torch.zeros(self.n, 29, device=self.device)  # raw policy output of the previous step
+        self._joint_lower = torch.tensor([j.lower for j in JOINTS_29])  # [29] rad (reset noise stays inside)
+        self._joint_upper = torch.tensor([j.upper for j in JOINTS_29])
 
     # ------------------------------------------------------------------ episodes
     def reset(self, ids: torch.Tensor | None = None) -> None:
-        """Reset worlds `ids` (default all) to the reference at random frames."""
+        """Reset worlds `ids` (default all) to the reference at random frames, plus the configured noise on joint
+        angles (clipped to the joint limits) and root linear velocity -- the kind of start bcg-eval gives."""
         ids = torch.arange(self.n, device=self.device) if ids is None else ids.reshape(-1)
         hi = self.num_frames - 1 - self.cfg.task.start_margin
         frames = torch.randint(0, hi, (ids.numel(),), generator=self.gen).to(self.device)
-        self.env.reset(ids, motion=self.motion, frames=frames)
+        self.env.reset(ids, motion=self.motion, frames=frames, state=self._noisy_start(frames))
         self.frame[ids] = frames
         self.steps[ids] = 0
         self.last_action = self.last_action.index_put((ids,), torch.zeros(ids.numel(), 29, device=self.device))
+
+    def _noisy_start(self, frames: torch.Tensor):
+        """The reference SimState at `frames` [n] with task.reset_*_noise added; None when both are zero (the
+        env then takes the reference state itself)."""
+        from bcg_sim.diffsim import motion_state
+
+        t = self.cfg.task
+        if t.reset_joint_noise == 0 and t.reset_root_vel_noise == 0:
+            return None
+        s = motion_state(self.motion, frames.cpu())
+        n = frames.numel()
+        q = s.joint_pos + t.reset_joint_noise * torch.randn(n, 29, generator=self.gen)
+        s.joint_pos = torch.minimum(torch.maximum(q, self._joint_lower), self._joint_upper)
+        s.root_lin_vel_w = s.root_lin_vel_w + t.reset_root_vel_noise * torch.randn(n, 3, generator=self.gen)
+        return s
 
     def advance(self, out) -> tuple[torch.Tensor, torch.Tensor]:
         """After env.step: move the clip one frame on; (terminated [N], timed_out [N]) bool."""
