@@ -70,6 +70,7 @@ def test_stiffness_table_report_and_resume(cfg, tmp, capsys):
     report = (out / "report.md").read_text()
     assert "commit:" in report and "budget per cell:" in report and "Table 1" in report
     assert "| run | shac-bcg | 50 | 0 | 6 | 384 | 50.0 → 20.0 cm, falls 25% | 0/1 |" in report  # the cells table
+    assert "| ok (max " in report  # bcg-eval's contact check per cell
     evals = sorted(out.glob("cells/*/eval/eval.json"))
     assert len(evals) == 2
     stamp = [p.stat().st_mtime_ns for p in evals]

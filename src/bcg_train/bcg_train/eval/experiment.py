@@ -215,17 +215,27 @@ def cells_table(runner: Runner, cells: list[Cell]) -> str:
         t = json.loads((runner.cell_dir(c) / "summary.json").read_text())
         learned = (f"{fmt(t['eval_first_e_track_cm'], 1)} → {fmt(t['eval_last_e_track_cm'], 1)} cm, falls "
                    f"{t['eval_last_falls']:.0%}")
-        mj = ["", "", "", ""]
+        mj = ["", "", "", "", ""]
         if runner.evaluated(c):
             r = runner.result(c)
             a = r["aggregate"]
             mj = [f"{a['falls']}/{a['runs']}", pm(a["survival_s_mean"], a["survival_s_std"]),
-                  pm(a["e_track_cm_mean"], a["e_track_cm_std"], 1), fmt(r["delta_d"]["delta_d_mm"], 2)]
+                  pm(a["e_track_cm_mean"], a["e_track_cm_std"], 1), fmt(r["delta_d"]["delta_d_mm"], 2),
+                  _contacts(r["contacts"])]
         rows.append([c.motion, c.algo, f"{c.kappa:g}", str(c.seed), str(t["iterations"]), f"{t['samples']:,}",
                      learned, *mj])
     return ("### Cells: training (evaluation in bcg_sim during training: first → last) and MuJoCo evaluation\n\n"
             + markdown_table(["motion", "algo", "κ", "seed", "iterations", "samples", "bcg_sim E_track, falls",
-                              "MuJoCo falls", "survival [s]", "E_track [cm]", "Δd [mm]"], rows))
+                              "MuJoCo falls", "survival [s]", "E_track [cm]", "Δd [mm]", "MuJoCo contacts"], rows))
+
+
+def _contacts(c: dict) -> str:
+    """bcg-eval's contact check in a few words: ok, or what fired."""
+    if not c.get("checked"):
+        return "not checked"
+    if c["ok"]:
+        return f"ok (max {c['max_contacts']})"
+    return f"{c['missed_contacts']} missed, warnings {', '.join(c['mujoco_warnings']) or 'none'}"
 
 
 def _plt():
@@ -365,8 +375,11 @@ def write_report(out: Path, args: argparse.Namespace) -> Path:
     from bcg_train.eval.evaluate import commit
 
     sec = out / "sections"
+    evaluated_at = sorted({json.loads(p.read_text()).get("commit", "unknown")
+                           for p in out.glob("cells/*/eval/eval.json")})
     parts = [f"# bcg experiments\n\n- machine: {platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs, "
-             f"{platform.python_version()})\n- commit: {commit()}\n- budget per cell: {args.budget} (bcg-train --budget), "
+             f"{platform.python_version()})\n- commit: {commit()} (this report); cells evaluated at "
+             f"{', '.join(evaluated_at) or 'none yet'}\n- budget per cell: {args.budget} (bcg-train --budget), "
              f"preset {args.preset}, reward {args.reward}, {args.jobs} cell(s) at a time\n"
              f"- last command: `bcg-experiment {shlex.join(sys.argv[1:])}`\n"]
     for name in REPORT_ORDER:
