@@ -163,7 +163,7 @@ class Task:
         s = motion_state(self.motion, frames.cpu())
         n = frames.numel()
         q = s.joint_pos + t.reset_joint_noise * torch.randn(n, 29, generator=self.gen)
-        s.joint_pos = torch.minimum(torch.maximum(q, self._joint_lower), self._joint_upper)
+        s.joint_pos = q.clamp(self._joint_lower, self._joint_upper)
         s.root_lin_vel_w = s.root_lin_vel_w + t.reset_root_vel_noise * torch.randn(n, 3, generator=self.gen)
         return s
 

@@ -132,9 +132,9 @@ class MujocoEvaluator:
             raise EvalError(f"MJCF: {exc}") from exc
         self.kp, self.kd = np.asarray(c.kp, float), np.asarray(c.kd, float)
         self._foot_bodies = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, f) for f in FOOT_BODIES]
-        self._probe = mujoco.MjData(model)  # collision of the current state, apart from the simulation's data
         if min(self._foot_bodies) < 0:
             raise EvalError(f"MJCF has no foot bodies {FOOT_BODIES}")
+        self._probe = mujoco.MjData(model)  # collision of the current state, apart from the simulation's data
 
     def _qpos(self) -> np.ndarray:
         d = self.sim.data
