@@ -145,7 +145,7 @@ def test_add_discriminator_scores_zero_delta_above_random_deltas():
 
 def test_reset_noise_perturbs_the_reference_start(tmp_path):
     """task.reset_*_noise: a reset lands near the reference state at its frame (joint noise of the given std,
-    inside the joint limits; root velocity perturbed); without noise it is the reference state itself."""
+    inside the joint limits; root velocity perturbed); with zero noise it is the reference state itself."""
     from bcg_sim.g1 import JOINTS_29
 
     def start(**task):
@@ -155,7 +155,7 @@ def test_reset_noise_perturbs_the_reference_start(tmp_path):
         s = r.env.state
         return s.joint_pos - ref.joint_pos, s.root_lin_vel_w - ref.root_lin_vel_w, s.joint_pos
 
-    dq, dv, _ = start()
+    dq, dv, _ = start(reset_joint_noise=0.0, reset_root_vel_noise=0.0)
     assert dq.abs().max() < 1e-4 and dv.abs().max() < 1e-4
     dq, dv, q = start(reset_joint_noise=0.05, reset_root_vel_noise=0.2)
     assert 0.035 < float(dq.std()) < 0.065 and 0.1 < float(dv.std()) < 0.3
