@@ -42,10 +42,25 @@ def test_hold_policy_end_to_end(hold, tmp_path, capsys):
     assert d["kappa"] == 100 and d["window_s"] == pytest.approx(0.6)
     assert d["train_pen_mm"] > 0 and d["mujoco_pen_mm"] > 0
     assert d["delta_d_mm"] == pytest.approx(d["train_pen_mm"] - d["mujoco_pen_mm"])
+    assert d["train_falls"] == 0 and d["train_survival_s_mean"] == pytest.approx(0.6)  # upright in bcg_sim too
     for f in ("eval.md", "strip.png", "e_track.png", "joint_err.png", "root_height.png", "penetration.png",
               "slip.png"):
         assert (out / f).stat().st_size > 0, f
-    assert "| 0/2 |" in (out / "eval.md").read_text()
+    assert "| 0/2 | 0/2 |" in (out / "eval.md").read_text()  # falls in MuJoCo, falls in bcg_sim
+
+
+def test_a_fall_in_the_training_simulator_only_is_told_apart(hold, tmp_path, capsys):
+    """bcg-eval rolls the same starts out in bcg_sim for the whole evaluation: on a floor of 1 N/m per sphere
+    there the held pose sinks below the fall height, while MuJoCo's floor carries it (0 falls)."""
+    out = tmp_path / "out"
+    assert main([str(hold), "--runs", "2", "--seconds", "1.5", "--out", str(out), "--kappa", "0.001",
+                 "--no-render"]) == 0
+    r = json.loads((out / "eval.json").read_text())
+    d = r["delta_d"]
+    assert r["aggregate"]["falls"] == 0 and d["train_falls"] == 2
+    assert d["train_seconds"] == pytest.approx(1.5) and d["train_survival_s_mean"] < 1.5
+    assert all(p["train_fell"] and p["train_survival_s"] < 1.5 for p in d["per_run"])
+    assert "| 0/2 | 2/2 |" in (out / "eval.md").read_text()
 
 
 def test_zero_gain_policy_falls(tmp_path, capsys):

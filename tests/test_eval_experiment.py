@@ -67,6 +67,8 @@ def test_stiffness_table_report_and_resume(cfg, tmp, capsys):
     assert main(args) == 0
     table = (out / "sections" / "table1.md").read_text()
     assert "κ = 50 kN/m" in table and "κ = 300 kN/m" in table and "| run | 0/1, " in table
+    table_b = table.split("Table 1b")[1]  # the same starts in bcg_sim: the hold policy stands there too
+    assert "| run | 0/1, 0.20 s | 0/1, 0.20 s |" in table_b, table_b
     report = (out / "report.md").read_text()
     assert "commit:" in report and "budget per cell:" in report and "Table 1" in report
     assert "| run | shac-bcg | 50 | 0 | 6 | 384 | 50.0 → 20.0 cm, falls 25% | 0/1 |" in report  # the cells table

@@ -54,28 +54,35 @@ def run_mujoco(policy: Policy, cfg: EvalConfig, mjcf: str | None, seconds: float
 
 
 def delta_d(policy: Policy, cfg: EvalConfig, runs: list[dict], seconds: float, kappa: float | None) -> dict:
-    """Training-side minus MuJoCo mean foot penetration over the first min(seconds, diffsim_seconds) [mm],
-    same seeds' start states; positive = deeper in training."""
+    """The same policy from the same seeds' start states in the training simulator (bcg_sim, forward only) for
+    the whole evaluation: Δd = its mean foot penetration minus MuJoCo's over the first min(seconds,
+    diffsim_seconds) [mm] (positive = deeper in training), and its falls and survival beside MuJoCo's, so a
+    fall in MuJoCo can be told apart from one the policy also makes in the simulator it was trained in."""
     from bcg_train.eval.diffsim_eval import diffsim_rollouts, sim_config_for
 
     window = min(seconds, cfg.diffsim_seconds)
     seeds = [r["seed"] for r in runs]
     t0 = time.monotonic()
-    train = diffsim_rollouts(policy, cfg, seeds, window, kappa)
+    train = diffsim_rollouts(policy, cfg, seeds, seconds, kappa)
     kappa_used = sim_config_for(policy, kappa).contact.kappa
     per_run = []
     for r, tr in zip(runs, train):
         st = metrics.series(tr, policy.contract.control_dt, cfg.contact_height)
-        pt = metrics.summarize(st, cfg.fall_height, window)["pen_window_mm"]
+        t_sum = metrics.summarize(st, cfg.fall_height, window)
         pm_ = metrics.summarize(r["series"], cfg.fall_height, window)["pen_window_mm"]
-        per_run.append({"seed": r["seed"], "train_pen_mm": pt, "mujoco_pen_mm": pm_, "delta_d_mm": pt - pm_,
-                        "train_fell": metrics.first_fall(st["root_height"], cfg.fall_height) is not None})
-    _progress(f"delta_d: bcg_sim rollouts ({len(seeds)} worlds x {window:.2f} s, kappa {kappa_used:g}) in "
-              f"{time.monotonic() - t0:.1f} s")
+        per_run.append({"seed": r["seed"], "train_pen_mm": t_sum["pen_window_mm"], "mujoco_pen_mm": pm_,
+                        "delta_d_mm": t_sum["pen_window_mm"] - pm_, "train_fell": t_sum["fell"],
+                        "train_survival_s": t_sum["survival_s"]})
+    _progress(f"delta_d: bcg_sim rollouts ({len(seeds)} worlds x {seconds:.2f} s, kappa {kappa_used:g}) in "
+              f"{time.monotonic() - t0:.1f} s; falls there {sum(p['train_fell'] for p in per_run)}/{len(seeds)}")
     mean = lambda k: float(np.mean([p[k] for p in per_run]))  # noqa: E731
+    std = lambda k: float(np.std([p[k] for p in per_run]))  # noqa: E731
     return {"window_s": window, "kappa": kappa_used, "train_pen_mm": mean("train_pen_mm"),
             "mujoco_pen_mm": mean("mujoco_pen_mm"), "delta_d_mm": mean("delta_d_mm"),
-            "delta_d_std_mm": float(np.std([p["delta_d_mm"] for p in per_run])), "per_run": per_run}
+            "delta_d_std_mm": std("delta_d_mm"), "train_seconds": seconds,
+            "train_falls": int(sum(p["train_fell"] for p in per_run)),
+            "train_survival_s_mean": mean("train_survival_s"), "train_survival_s_std": std("train_survival_s"),
+            "per_run": per_run}
 
 
 def evaluate(policy: Policy, cfg: EvalConfig, out_dir: Path, mjcf: str | None = None, kappa: float | None = None,

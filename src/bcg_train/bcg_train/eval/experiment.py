@@ -177,19 +177,34 @@ class Runner:
 
 # --- tables and figures -----------------------------------------------------------------------------------------
 def table1(runner: Runner, motions, kappas, seeds) -> str:
-    rows = []
+    rows, rows_b = [], []
     for m in motions:
-        row = [m]
+        row, row_b = [m], [m]
         for k in kappas:
             res = [runner.result(Cell(m, "shac-bcg", k, s)) for s in seeds]
-            falls = sum(r["aggregate"]["falls"] for r in res)
             n = sum(r["aggregate"]["runs"] for r in res)
             dd = np.mean([r["delta_d"]["delta_d_mm"] for r in res])
-            row.append(f"{falls}/{n}, {fmt(float(dd), 1)} mm")
+            row.append(f"{sum(r['aggregate']['falls'] for r in res)}/{n}, {fmt(float(dd), 1)} mm")
+            row_b.append(_train_side_falls(res))
         rows.append(row)
+        rows_b.append(row_b)
     head = ["motion"] + [f"κ = {k:g} kN/m" for k in kappas]
     return ("### Table 1: Falls and Δd (SHAC+BCG trained at each κ; MuJoCo evaluation)\n\n"
-            + markdown_table(head, rows) + f"\nReference: {SEED_SOFT_END}.\n")
+            + markdown_table(head, rows) + f"\nReference: {SEED_SOFT_END}.\n\n"
+            "### Table 1b: the same policies from the same start states in bcg_sim (the simulator each was "
+            "trained in, at its κ): falls and survival\n\n" + markdown_table(head, rows_b)
+            + "\nA fall in both simulators is the policy's own; one in MuJoCo only is the sim-to-sim gap.\n")
+
+
+def _train_side_falls(results: list[dict]) -> str:
+    """'falls/runs, survival mean s' of bcg-eval's bcg_sim rollouts; empty for evaluations made before they were
+    recorded (eval.json without delta_d.train_falls)."""
+    d = [r["delta_d"] for r in results]
+    if not all("train_falls" in x for x in d):
+        return ""
+    n = sum(r["aggregate"]["runs"] for r in results)
+    surv = np.mean([p["train_survival_s"] for x in d for p in x["per_run"]])
+    return f"{sum(x['train_falls'] for x in d)}/{n}, {fmt(float(surv), 2)} s"
 
 
 def table2(runner: Runner, motions, kappa, seeds) -> str:
@@ -215,18 +230,19 @@ def cells_table(runner: Runner, cells: list[Cell]) -> str:
         t = json.loads((runner.cell_dir(c) / "summary.json").read_text())
         learned = (f"{fmt(t['eval_first_e_track_cm'], 1)} → {fmt(t['eval_last_e_track_cm'], 1)} cm, falls "
                    f"{t['eval_last_falls']:.0%}")
-        mj = ["", "", "", "", ""]
+        mj = ["", "", "", "", "", ""]
         if runner.evaluated(c):
             r = runner.result(c)
             a = r["aggregate"]
             mj = [f"{a['falls']}/{a['runs']}", pm(a["survival_s_mean"], a["survival_s_std"]),
-                  pm(a["e_track_cm_mean"], a["e_track_cm_std"], 1), fmt(r["delta_d"]["delta_d_mm"], 2),
-                  _contacts(r["contacts"])]
+                  _train_side_falls([r]), pm(a["e_track_cm_mean"], a["e_track_cm_std"], 1),
+                  fmt(r["delta_d"]["delta_d_mm"], 2), _contacts(r["contacts"])]
         rows.append([c.motion, c.algo, f"{c.kappa:g}", str(c.seed), str(t["iterations"]), f"{t['samples']:,}",
                      learned, *mj])
     return ("### Cells: training (evaluation in bcg_sim during training: first → last) and MuJoCo evaluation\n\n"
             + markdown_table(["motion", "algo", "κ", "seed", "iterations", "samples", "bcg_sim E_track, falls",
-                              "MuJoCo falls", "survival [s]", "E_track [cm]", "Δd [mm]", "MuJoCo contacts"], rows))
+                              "MuJoCo falls", "survival [s]", "bcg_sim falls, survival (same starts)",
+                              "E_track [cm]", "Δd [mm]", "MuJoCo contacts"], rows))
 
 
 def _contacts(c: dict) -> str:
