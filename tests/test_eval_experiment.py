@@ -5,8 +5,13 @@ preset), so the harness and the trainer's command line and logs cannot drift apa
 
 from __future__ import annotations
 
+import csv
+import json
+import signal
+import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -122,6 +127,40 @@ def test_all_with_the_real_trainer(tmp_path, capsys):
         assert title in report, title
     assert "| dance | shac-bcg | 300 |" in report and "| dance | shac | 300 |" in report
     assert "[3/3]" in capsys.readouterr().err
+
+
+def test_resume_continues_an_interrupted_cell(tmp_path, capsys):
+    """A cell whose bcg-train was stopped by SIGTERM (checkpoint, no policy) is continued by --resume from that
+    checkpoint up to the experiment's budget, not restarted, then evaluated."""
+    data = yaml.safe_load((config_dir() / "eval.yaml").read_text())
+    data["eval"].update(runs=1, seconds=0.2, diffsim_seconds=0.2)
+    p = tmp_path / "eval.yaml"
+    p.write_text(yaml.safe_dump(data))
+    out = tmp_path / "res"
+    cell = out / "cells" / "dance_shac-bcg_k300_s0"
+    cmd = ["bcg-train", "--preset", "tiny", "--reward", "tracking", "--motion", "dance", "--algo", "shac-bcg",
+           "--kappa", "300", "--budget", "1000it", "--seed", "0", "--out", str(cell)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600
+        while not (cell / "checkpoints" / "last.pt").is_file() and proc.poll() is None:
+            assert time.monotonic() < deadline, "no checkpoint within 600 s"
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=300) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+    done = [int(r["iteration"]) for r in csv.DictReader(open(cell / "metrics.csv"))]
+    assert not (cell / "policy").exists() and done
+    budget = done[-1] + 2
+    args = ["stiffness", "--out", str(out), "--motions", "dance", "--kappas", "300", "--preset", "tiny",
+            "--budget", f"{budget}it", "--no-render", "--config", str(p), "--resume"]
+    assert main(args) == 0
+    assert "resumed from checkpoints/last.pt" in capsys.readouterr().err
+    rows = [int(r["iteration"]) for r in csv.DictReader(open(cell / "metrics.csv"))]
+    assert rows[-1] == budget and rows.count(1) == 1  # continued to the budget, iteration 1 logged once
+    assert json.loads((cell / "summary.json").read_text())["iterations"] == budget
+    assert (cell / "eval" / "eval.json").is_file()
 
 
 def test_missing_trainer_is_one_line(tmp_path, capsys):

@@ -61,12 +61,13 @@ class ExperimentConfig:
     jobs: int = 1  # cells run at once (each trains in its own process, one core each)
     compare_kappa: float = 300.0
     train_command: list[str] = field(default_factory=list)
+    resume_command: list[str] = field(default_factory=list)  # continues an interrupted cell's training
 
     def validate(self, where: str = CONFIG_FILE) -> "ExperimentConfig":
         from bcg_train.config import parse_budget
 
-        if not self.train_command:
-            raise ConfigError(f"{where}: experiment.train_command must not be empty")
+        if not self.train_command or not self.resume_command:
+            raise ConfigError(f"{where}: experiment.train_command and resume_command must not be empty")
         if any(k <= 0 for k in self.kappas) or self.compare_kappa <= 0:
             raise ConfigError(f"{where}: experiment.kappas and compare_kappa must be > 0 kN/m")
         if self.jobs < 1:

@@ -15,7 +15,9 @@
         choosing the grid.
 
 A cell's folder: DIR/cells/<motion>_<algo>_k<kappa>_s<seed>/ with policy/ and metrics.csv (bcg-train) and
-eval/eval.json (bcg-eval). --resume skips cells whose outputs exist. Defaults: config/eval.yaml (section
+eval/eval.json (bcg-eval). --resume skips cells whose outputs exist and continues a cell whose training was
+interrupted (a checkpoint, no exported policy) from its checkpoint under the experiment's --budget, so one
+experiment can span several sittings (stop it with SIGINT/SIGTERM to its process group). Defaults: config/eval.yaml (section
 experiment, and eval for the evaluation). Exit 2 on bad input.
 """
 
@@ -95,16 +97,23 @@ class Runner:
     def evaluated(self, c: Cell) -> bool:
         return (self.cell_dir(c) / "eval" / "eval.json").is_file()
 
+    def interrupted(self, c: Cell) -> bool:
+        """Training started and checkpointed but never exported (bcg-train stopped by a signal, a reboot)."""
+        d = self.cell_dir(c)
+        return not self.trained(c) and (d / "config.yaml").is_file() and (d / "checkpoints" / "last.pt").is_file()
+
     def train_command(self, c: Cell) -> list[str]:
+        """experiment.train_command for a new cell, experiment.resume_command for an interrupted one."""
+        template = self.exp.resume_command if self.interrupted(c) else self.exp.train_command
         fill = {"motion": c.motion, "algo": c.algo, "kappa": f"{c.kappa:g}", "budget": str(self.args.budget),
                 "seed": str(c.seed), "preset": self.args.preset, "reward": self.args.reward,
                 "out": str(self.cell_dir(c))}
         try:
-            cmd = [part.format(**fill) for part in self.exp.train_command]
+            cmd = [part.format(**fill) for part in template]
         except KeyError as exc:
-            raise EvalError(f"experiment.train_command: unknown placeholder {exc} (known: {sorted(fill)})") from None
+            raise EvalError(f"experiment commands: unknown placeholder {exc} (known: {sorted(fill)})") from None
         if shutil.which(cmd[0]) is None and not Path(cmd[0]).is_file():
-            raise EvalError(f"experiment.train_command: {cmd[0]!r} not found on PATH (bcg_train's training entry "
+            raise EvalError(f"experiment commands: {cmd[0]!r} not found on PATH (bcg_train's training entry "
                             "point is not installed?)")
         return cmd
 
@@ -146,7 +155,8 @@ class Runner:
     def _cell(self, c: Cell, evaluate_cells: bool) -> float:
         t0 = time.monotonic()
         if not self.trained(c):
-            self._child(c, self.train_command(c), "train.log", self.trained, "training")
+            what = "training (resumed from checkpoints/last.pt)" if self.interrupted(c) else "training"
+            self._child(c, self.train_command(c), "train.log", self.trained, what)
         if evaluate_cells and not self.evaluated(c):
             self._child(c, self.eval_command(c), "eval.log", self.evaluated, "evaluation")
         return time.monotonic() - t0
@@ -155,7 +165,7 @@ class Runner:
         d = self.cell_dir(c)
         d.mkdir(parents=True, exist_ok=True)
         _progress(f"{c.name}: {what} started")
-        with open(d / log_name, "w") as log:
+        with open(d / log_name, "a") as log:  # a resumed training continues its log
             r = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
         if r.returncode != 0 or not finished(c):
             raise EvalError(f"cell {c.name}: {what} failed (exit {r.returncode}, see {d / log_name}): "
@@ -431,7 +441,7 @@ def _parser(exp) -> argparse.ArgumentParser:
     ap.add_argument("--policy", default=None, help="kappa-map: the policy (default: the hold policy)")
     ap.add_argument("--playback", default=None, metavar="MOTION",
                     help="kappa-map: an open-loop playback policy of this clip instead (moving robot, touchdowns)")
-    ap.add_argument("--resume", action="store_true", help="skip finished cells")
+    ap.add_argument("--resume", action="store_true", help="skip finished cells, continue interrupted ones")
     ap.add_argument("--no-render", action="store_true", help="no PNG strip per cell")
     ap.add_argument("--config", default="eval.yaml", help="config file (default config/eval.yaml)")
     return ap
