@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bcg_sim.motion import Motion, kinematics, library
-from bcg_sim.motion import _model, generators
+from bcg_sim.g1 import joint_limits
+from bcg_sim.motion import Motion, generators, kinematics, library
 from bcg_sim.motion.config import motions_config
 
 STANCE_SPEED_MAX = 0.01  # m/s
@@ -66,7 +66,7 @@ def test_no_ground_penetration(clips: dict[str, Motion], name: str) -> None:
 
 @pytest.mark.parametrize("name", generators.CLIPS)
 def test_joints_within_limits(clips: dict[str, Motion], name: str) -> None:
-    lo, hi = _model.joint_limits()
+    lo, hi = joint_limits()
     q = clips[name].joint_pos
     assert (q >= lo - 1e-9).all() and (q <= hi + 1e-9).all()
 

@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from bcg_policy_node.safety import check_finite
-from bcg_sim.g1.joints import JOINTS_29
+from bcg_sim.g1.joints import joint_limits
 from bcg_sim.policy import Policy, build_observation
 
 
@@ -31,8 +31,7 @@ class PolicyRunner:
         self.horizon = self.contract.observation.ref_horizon
         self.dt = self.contract.control_dt
         self._slices = self.contract.slices()
-        self._lower = np.array([j.lower for j in JOINTS_29])
-        self._upper = np.array([j.upper for j in JOINTS_29])
+        self._lower, self._upper = joint_limits()  # [29] rad
         self.t = 0.0  # s since the run started (reference time of this step)
         self.last_action = np.zeros(29, dtype=np.float32)
         self.last_act_s = 0.0  # wall time of the last inference

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bcg_sim.g1.joints import JOINTS_29
+from bcg_sim.g1.joints import JOINTS_29, joint_limits
 
 JOINT_NAMES = [j.name for j in JOINTS_29]
 
@@ -26,8 +26,7 @@ class SafetyLimits:
     @classmethod
     def from_params(cls, stale_timeout_s: float, max_tilt_rad: float, joint_limit_margin_rad: float
                     ) -> "SafetyLimits":
-        return cls(stale_timeout_s, max_tilt_rad, joint_limit_margin_rad,
-                   np.array([j.lower for j in JOINTS_29]), np.array([j.upper for j in JOINTS_29]))
+        return cls(stale_timeout_s, max_tilt_rad, joint_limit_margin_rad, *joint_limits())
 
 
 def tilt_angle(projected_gravity_b: np.ndarray) -> float:

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import torch
 
-from bcg_sim.g1 import JOINTS_29
+from bcg_sim.g1 import joint_limits
 from bcg_sim.policy import ReferenceWindow, RobotState, build_observation
 from bcg_sim.policy.observation import quat_rotate_inv, quat_to_rot6d
 
@@ -137,8 +137,8 @@ class Task:
         self.frame = torch.zeros(self.n, dtype=torch.long, device=self.device)  # current clip frame per world
         self.steps = torch.zeros(self.n, dtype=torch.long, device=self.device)  # control steps into the episode
         self.last_action = torch.zeros(self.n, 29, device=self.device)  # raw policy output of the previous step
-        self._joint_lower = torch.tensor([j.lower for j in JOINTS_29])  # [29] rad (reset noise stays inside)
-        self._joint_upper = torch.tensor([j.upper for j in JOINTS_29])
+        # [29] rad: reset noise stays inside the joint ranges
+        self._joint_lower, self._joint_upper = (torch.tensor(a, dtype=torch.float32) for a in joint_limits())
 
     # ------------------------------------------------------------------ episodes
     def reset(self, ids: torch.Tensor | None = None) -> None:

@@ -33,6 +33,7 @@ from bcg_sim.g1.joints import (  # noqa: F401
     Joint,
     Motor,
     index_29_to_23,
+    joint_limits,
     joint_names,
     joints,
     motor_slots,

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 # PD gains are chosen per motor as a critically-overdamped second-order system on the reflected rotor
 # inertia: kp = I_a * w^2, kd = 2 * zeta * I_a * w (w = 2 pi * 10 Hz, zeta = 2), as in BeyondMimic.
 PD_NATURAL_FREQ_HZ = 10.0
@@ -146,6 +148,12 @@ def joints(variant: str = "29dof") -> tuple[Joint, ...]:
     if variant not in VARIANTS:
         raise ValueError(f"unknown G1 variant {variant!r}; expected one of {sorted(VARIANTS)}")
     return VARIANTS[variant]
+
+
+def joint_limits(variant: str = "29dof") -> tuple[np.ndarray, np.ndarray]:
+    """(lower [n], upper [n]) joint ranges in rad, motor order, float64: the one place limits become arrays."""
+    js = joints(variant)
+    return np.array([j.lower for j in js]), np.array([j.upper for j in js])
 
 
 def joint_names(variant: str = "29dof") -> list[str]:

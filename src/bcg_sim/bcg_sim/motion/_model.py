@@ -86,13 +86,6 @@ def foot_sphere_radius() -> float:
     return float(g1.FOOT_SPHERE_RADIUS)
 
 
-def joint_limits() -> tuple[np.ndarray, np.ndarray]:
-    """([29], [29]) lower and upper joint limits, rad, from the joint table."""
-    lo = np.array([j.lower for j in g1.JOINTS_29])
-    hi = np.array([j.upper for j in g1.JOINTS_29])
-    return lo, hi
-
-
 def default_joint_pos() -> np.ndarray:
     """[29] standing pose, rad."""
     return np.array([j.default for j in g1.JOINTS_29])

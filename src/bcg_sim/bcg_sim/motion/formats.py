@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bcg_sim.g1 import JOINTS_29
+from bcg_sim.g1 import JOINTS_29, joint_limits
 from bcg_sim.motion import _model, rotations
 from bcg_sim.motion.config import ValidationConfig, motions_config
 from bcg_sim.motion.motion import Motion
@@ -73,7 +73,7 @@ def _check_quats(q: np.ndarray, where: str | os.PathLike, tol: float) -> None:
 
 
 def _check_limits(q: np.ndarray, where: str | os.PathLike, tol: float) -> None:
-    lo, hi = _model.joint_limits()
+    lo, hi = joint_limits()
     excess = np.maximum(lo - q, q - hi)  # [T, 29] > 0 outside the range
     if (excess > tol).any():
         frame, j = (int(v) for v in np.argwhere(excess > tol)[0])

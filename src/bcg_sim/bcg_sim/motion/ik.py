@@ -5,6 +5,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
+from bcg_sim import g1
 from bcg_sim.motion import _model, rotations
 from bcg_sim.motion.config import IKConfig
 
@@ -64,7 +65,7 @@ def _solve_frame(m: mujoco.MjModel, d: mujoco.MjData, pos: np.ndarray, quat: np.
     feet = _model.foot_body_ids()
     rows = slice(_model.ROOT_QPOS, _model.ROOT_QPOS + _NUM)
     cols = slice(_model.ROOT_QVEL, _model.ROOT_QVEL + _NUM)
-    lo, hi = (lim[LEG_JOINTS] for lim in _model.joint_limits())
+    lo, hi = (lim[LEG_JOINTS] for lim in g1.joint_limits())
     jac = np.zeros((_NUM, m.nv))
     e = _evaluate(m, d, feet, pos, quat, jac)
     last = np.inf

@@ -17,7 +17,7 @@ import mujoco
 import numpy as np
 
 from bcg_sim.config import load_yaml
-from bcg_sim.g1 import FOOT_BODIES, JOINTS_29, load_mujoco
+from bcg_sim.g1 import FOOT_BODIES, JOINTS_29, joint_limits, load_mujoco
 from bcg_sim.policy import Policy, RobotState
 from bcg_train.eval.config import EvalConfig
 from bcg_train.eval.metrics import Rollout, kinematics
@@ -232,7 +232,7 @@ def start_state(policy: Policy, cfg: EvalConfig, rng: np.random.Generator, t0: f
     dt = policy.contract.control_dt
     jv = (ref.sample(np.array([t0 + dt]))["joint_pos"][0] - s["joint_pos"]) / dt
     q = s["joint_pos"] + rng.normal(0.0, cfg.init_joint_noise, len(JOINTS_29))
-    lo, hi = np.array([j.lower for j in JOINTS_29]), np.array([j.upper for j in JOINTS_29])
+    lo, hi = joint_limits()
     qpos = np.concatenate([s["root_pos_w"], s["root_quat_w"], np.clip(q, lo, hi)])
     v = s["root_lin_vel_w"] + rng.normal(0.0, cfg.init_root_vel_noise, 3)
     return qpos, v, s["root_ang_vel_w"], jv
