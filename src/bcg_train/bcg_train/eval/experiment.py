@@ -17,8 +17,8 @@
 A cell's folder: DIR/cells/<motion>_<algo>_k<kappa>_s<seed>/ with policy/ and metrics.csv (bcg-train) and
 eval/eval.json (bcg-eval). --resume skips cells whose outputs exist and continues a cell whose training was
 interrupted (a checkpoint, no exported policy) from its checkpoint under the experiment's --budget, so one
-experiment can span several sittings (stop it with SIGINT/SIGTERM to its process group). Defaults: config/eval.yaml (section
-experiment, and eval for the evaluation). Exit 2 on bad input.
+experiment can span several sittings (stop it with SIGINT/SIGTERM to its process group). Defaults:
+config/eval.yaml (section experiment, and eval for the evaluation). Exit 2 on bad input.
 """
 
 from __future__ import annotations
