@@ -149,7 +149,7 @@ def test_add_discriminator_scores_zero_delta_above_random_deltas():
 def test_reset_noise_perturbs_the_reference_start(tmp_path):
     """task.reset_*_noise: a reset lands near the reference state at its frame (joint noise of the given std,
     inside the joint limits; root velocity perturbed); with zero noise it is the reference state itself."""
-    from bcg_sim.g1 import JOINTS_29
+    from bcg_sim.g1 import joint_limits
 
     def start(**task):
         r = _runner(tmp_path, num_envs=8, task=task)
@@ -162,5 +162,5 @@ def test_reset_noise_perturbs_the_reference_start(tmp_path):
     assert dq.abs().max() < 1e-4 and dv.abs().max() < 1e-4
     dq, dv, q = start(reset_joint_noise=0.05, reset_root_vel_noise=0.2)
     assert 0.035 < float(dq.std()) < 0.065 and 0.1 < float(dv.std()) < 0.3
-    lo, hi = torch.tensor([j.lower for j in JOINTS_29]), torch.tensor([j.upper for j in JOINTS_29])
+    lo, hi = (torch.tensor(a, dtype=torch.float32) for a in joint_limits())
     assert bool(((q >= lo - 1e-5) & (q <= hi + 1e-5)).all())

@@ -88,9 +88,14 @@ def _contract_core(d: dict) -> dict:
     return d
 
 
+def has_checkpoint(run: Path) -> bool:
+    """Whether `run` holds what --resume needs to start from: its config and a last checkpoint."""
+    return (run / CONFIG_FILE).is_file() and (run / "checkpoints" / "last.pt").is_file()
+
+
 def check_run_folder(run: Path) -> tuple[TrainConfig, int]:
     """(config, procs) of an existing run folder, or RunError naming what is missing / different."""
-    if not (run / CONFIG_FILE).is_file() or not (run / "checkpoints" / "last.pt").is_file():
+    if not has_checkpoint(run):
         raise RunError(f"{run}: not a bcg-train run folder (needs {CONFIG_FILE} and checkpoints/last.pt)")
     with open(run / CONFIG_FILE) as f:
         data = yaml.safe_load(f) or {}

@@ -73,14 +73,15 @@ def delta_d(policy: Policy, cfg: EvalConfig, runs: list[dict], seconds: float, k
         per_run.append({"seed": r["seed"], "train_pen_mm": t_sum["pen_window_mm"], "mujoco_pen_mm": pm_,
                         "delta_d_mm": t_sum["pen_window_mm"] - pm_, "train_fell": t_sum["fell"],
                         "train_survival_s": t_sum["survival_s"]})
+    train_falls = int(sum(p["train_fell"] for p in per_run))
     _progress(f"delta_d: bcg_sim rollouts ({len(seeds)} worlds x {seconds:.2f} s, kappa {kappa_used:g}) in "
-              f"{time.monotonic() - t0:.1f} s; falls there {sum(p['train_fell'] for p in per_run)}/{len(seeds)}")
+              f"{time.monotonic() - t0:.1f} s; falls there {train_falls}/{len(seeds)}")
     mean = lambda k: float(np.mean([p[k] for p in per_run]))  # noqa: E731
     std = lambda k: float(np.std([p[k] for p in per_run]))  # noqa: E731
     return {"window_s": window, "kappa": kappa_used, "train_pen_mm": mean("train_pen_mm"),
             "mujoco_pen_mm": mean("mujoco_pen_mm"), "delta_d_mm": mean("delta_d_mm"),
             "delta_d_std_mm": std("delta_d_mm"), "train_seconds": seconds,
-            "train_falls": int(sum(p["train_fell"] for p in per_run)),
+            "train_falls": train_falls,
             "train_survival_s_mean": mean("train_survival_s"), "train_survival_s_std": std("train_survival_s"),
             "per_run": per_run}
 

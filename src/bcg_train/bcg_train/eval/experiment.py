@@ -99,8 +99,9 @@ class Runner:
 
     def interrupted(self, c: Cell) -> bool:
         """Training started and checkpointed but never exported (bcg-train stopped by a signal, a reboot)."""
-        d = self.cell_dir(c)
-        return not self.trained(c) and (d / "config.yaml").is_file() and (d / "checkpoints" / "last.pt").is_file()
+        from bcg_train.runner import has_checkpoint  # the run-folder layout bcg-train --resume reads
+
+        return not self.trained(c) and has_checkpoint(self.cell_dir(c))
 
     def train_command(self, c: Cell) -> list[str]:
         """experiment.train_command for a new cell, experiment.resume_command for an interrupted one."""
