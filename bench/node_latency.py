@@ -2,7 +2,7 @@
 over DDS on loopback, in the same run.
 
     python bench/node_latency.py [--seconds 15] [--hidden 512 256 128] [--rt-priority 0] [--executor events]
-                                 [--param NAME:=VALUE ...]
+                                 [--param NAME:=VALUE ...] [--node-cpus 1 --robot-cpus 0]
 
 A robot stand-in (this process) publishes LowState at 500 Hz with absolute deadlines. While measuring, every
 LowState carries a marker in `mode_machine` (cycling 1..250), which the answering node copies into each LowCmd
@@ -29,6 +29,9 @@ Measured (ms):
   the stand-in's LowState period (the next row) plus the answer's jitter.
 - PolicyRunner.step: observation, ONNX inference, clipping, timed in this process on the same artifact;
   plus the policy node's own loop statistics from /diagnostics.
+With `--node-cpus C --robot-cpus R` the answering node (ours: its `cpu_affinity` parameter; the relay: its
+process mask, set before it starts) runs on C and this process (the robot stand-in and its DDS threads) on R:
+on the robot the LowState comes from the robot's own computer, not from a process sharing the node's cores.
 Prints a markdown table with the ratio ours / baseline (paste into bench/README.md with the command line).
 """
 
@@ -206,11 +209,13 @@ class Robot:
 class NodeProcess:
     """An answering node in its own process; its output goes to a log file."""
 
-    def __init__(self, name: str, cmd: list[str], log_path: Path) -> None:
+    def __init__(self, name: str, cmd: list[str], log_path: Path, cpus: set[int] | None = None) -> None:
         self.name, self.log_path = name, log_path
         self.reported = False  # its exit status was already part of an error
         self._log = open(log_path, "w")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO)
+        # the child would inherit this process's mask (the stand-in's CPUs): give it its own before exec
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO, preexec_fn=pin)
 
     def check_alive(self) -> None:
         rc = self.proc.poll()
@@ -238,13 +243,13 @@ class NodeProcess:
 
 
 def run_phase(robot: Robot, diag: dict[str, str], name: str, cmd: list[str], log_path: Path, policy: bool,
-              seconds: float) -> dict:
+              seconds: float, cpus: set[int] | None = None) -> dict:
     """Start `cmd` and drive it: publish LowState at 500 Hz until it answers (policy node: until it reaches
     RUN, pressing `start` on the wireless remote in HOLD), record for `seconds`, stop it."""
     time.sleep(0.2)  # LowCmds still in flight from the previous phase's node (it has exited) land before reset
     robot.reset()
     diag.clear()
-    proc = NodeProcess(name, cmd, log_path)
+    proc = NodeProcess(name, cmd, log_path, cpus)
     t0 = time.perf_counter()
     next_t = t0
     phase = "start"
@@ -305,6 +310,46 @@ def run_phase(robot: Robot, diag: dict[str, str], name: str, cmd: list[str], log
             log(f"{name} exited with status {rc}; log {proc.log_path}:\n{proc.tail()}")
 
 
+# Floor probes: what a loop that does nothing else gets from this machine on the node's CPUs, in the same run.
+PROBE_CODE = """
+import json, sys, time
+kind, seconds, period = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+t0 = last = nxt = time.perf_counter()
+gaps, n = [], 0
+while last - t0 < seconds:
+    if kind == "timer":  # sleep to absolute deadlines, as a 500 Hz loop that waits for its next tick
+        nxt += period
+        time.sleep(max(0.0, nxt - time.perf_counter()))
+    now = time.perf_counter()
+    n += 1
+    if now - last > 2 * period:
+        gaps.append(now - last)
+    last = now
+print(json.dumps({"ticks": n, "overruns": len(gaps), "max_gap_ms": 1e3 * max(gaps, default=0.0)}))
+"""
+
+
+def run_probe(robot: Robot, kind: str, seconds: float, cpus: set[int] | None) -> dict:
+    """A floor probe in its own process (on the node's CPUs) while the stand-in keeps publishing LowState:
+    'spin' reads the clock in a busy loop (every gap > 2 periods is the process not running at all:
+    preemption, or the hypervisor taking the virtual CPU), 'timer' sleeps to 500 Hz deadlines (plus the
+    wake-up latency an event-driven node also pays). Overruns counted as the policy node counts them."""
+    import json
+
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    proc = subprocess.Popen([sys.executable, "-c", PROBE_CODE, kind, str(seconds), str(1.0 / RATE_HZ)],
+                            stdout=subprocess.PIPE, text=True, preexec_fn=pin)
+    next_t = time.perf_counter()
+    while proc.poll() is None:
+        robot.publish()
+        next_t += 1.0 / RATE_HZ
+        time.sleep(max(0.0, next_t - time.perf_counter()))
+    out = proc.stdout.read()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{kind} probe exited with status {proc.returncode}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def d_overruns(res: dict) -> str:
     return res["diag"].get("overruns", "?")
 
@@ -315,6 +360,15 @@ def _pct(x, q) -> float:
 
 def _load() -> str:
     return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _steal_s() -> float:
+    """CPU time [s] the hypervisor gave to others since boot (/proc/stat 'steal'), all CPUs; 0 if unknown."""
+    try:
+        fields = open("/proc/stat").readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,9 +385,24 @@ def main(argv: list[str] | None = None) -> int:
                          "the stand-in itself stalls past 50 ms and the node rightly damps, ending the bench")
     ap.add_argument("--param", action="append", default=[], metavar="NAME:=VALUE",
                     help="extra policy node parameter override (repeatable), e.g. --param gc_freeze:=false")
+    ap.add_argument("--node-cpus", default="", metavar="CPULIST",
+                    help="pin the answering node (ours and the relay alike) to these CPUs, e.g. 1 (default: any)")
+    ap.add_argument("--robot-cpus", default="", metavar="CPULIST",
+                    help="pin this process, the robot stand-in, to these CPUs, e.g. 0 (default: any)")
     args = ap.parse_args(argv)
     if args.seconds <= 0:
         ap.error("--seconds must be > 0")
+    from bcg_policy_node.policy_node import parse_cpu_list, pin_process
+
+    try:
+        node_cpus, robot_cpus = parse_cpu_list(args.node_cpus), parse_cpu_list(args.robot_cpus)
+    except ValueError as exc:
+        ap.error(str(exc).replace("cpu_affinity", "--node-cpus/--robot-cpus"))
+    for flag, cpus in (("--node-cpus", node_cpus), ("--robot-cpus", robot_cpus)):
+        if not cpus <= os.sched_getaffinity(0):
+            ap.error(f"{flag}: CPU(s) {sorted(cpus - os.sched_getaffinity(0))} not available here")
+    if robot_cpus:
+        pin_process(robot_cpus)  # before rclpy starts its DDS threads, which inherit the mask
 
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
@@ -343,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     from bcg_sim.g1.joints import JOINTS_29
 
     t_run = time.perf_counter()
-    load_start = _load()
+    load_start, steal_start = _load(), _steal_s()
     log(f"start: {os.cpu_count()} CPUs, {load_start}; {args.seconds:g} s per side")
     os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))  # the children inherit it
     tmp = Path(tempfile.mkdtemp(prefix="bcg_latency_"))
@@ -357,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
                  "-p", "move_to_default_s:=0.2", "-p", "policy_runtime:=onnx", "-p", f"executor:={args.executor}"]
     if args.rt_priority:
         node_args += ["-p", f"rt_priority:={args.rt_priority}"]
+    if node_cpus:
+        node_args += ["-p", f"cpu_affinity:={args.node_cpus}"]
     if args.stale_timeout_s is not None:
         node_args += ["-p", f"stale_timeout_s:={args.stale_timeout_s}"]
     for p in args.param:
@@ -379,11 +450,18 @@ def main(argv: list[str] | None = None) -> int:
     half = args.seconds / 2
     try:
         log("baseline (relay), first half")
-        base1 = run_phase(robot, diag, "relay", relay_cmd, tmp / "relay_1.log", False, half)
+        base1 = run_phase(robot, diag, "relay", relay_cmd, tmp / "relay_1.log", False, half,
+                          node_cpus)
         log("ours (policy node)")
-        ours = run_phase(robot, diag, "policy node", ours_cmd, tmp / "policy_node.log", True, args.seconds)
+        ours = run_phase(robot, diag, "policy node", ours_cmd, tmp / "policy_node.log", True, args.seconds,
+                         node_cpus)
         log("baseline (relay), second half")
-        base2 = run_phase(robot, diag, "relay", relay_cmd, tmp / "relay_2.log", False, half)
+        base2 = run_phase(robot, diag, "relay", relay_cmd, tmp / "relay_2.log", False, half,
+                          node_cpus)
+        probes = {}
+        for kind in ("spin", "timer"):
+            log(f"floor probe: {kind} loop on the node's CPUs, {half:g} s")
+            probes[kind] = run_probe(robot, kind, half, node_cpus)
     except RuntimeError as exc:
         log(f"error: {exc}")
         return 1
@@ -397,8 +475,10 @@ def main(argv: list[str] | None = None) -> int:
 
     base = {k: base1[k] + base2[k] for k in ("to_next", "state_period", "cmd_period", "n_sent")}
     ours_next, base_next = ours["to_next"], base["to_next"]
-    print(f"\npolicy: untrained MLP {args.hidden} (ONNX, 1 thread), {args.executor} executor; "
-          f"{args.seconds:g} s per side; "
+    pinning = (f"node on CPU(s) {args.node_cpus or 'any'}, stand-in on CPU(s) {args.robot_cpus or 'any'}; "
+               if node_cpus or robot_cpus else "")
+    print(f"\npolicy: untrained MLP {args.hidden} (ONNX, 1 thread), {args.executor} executor; {pinning}"
+          f"{args.seconds:g} s per side; steal (CPU time the hypervisor took) {_steal_s() - steal_start:.1f} s; "
           f"ours answered {len(ours_next)} of {ours['n_sent']} LowStates, baseline {len(base_next)} of "
           f"{base['n_sent']}; machine: {os.cpu_count()} CPUs, {load_start} at start, {load_end} at end; "
           f"whole run {time.perf_counter() - t_run:.0f} s\n")
@@ -429,6 +509,11 @@ def main(argv: list[str] | None = None) -> int:
     n_ours = max(1, ours["n_sent"])
     print(f"goal (issue 10): ours answered {100 * len(ours_next) / n_ours:.1f} % (>= 95 %), p99 ratio "
           f"{_pct(ours_next, 99) / _pct(base_next, 99):.2f} (<= 2), overruns {d_overruns(ours)} (0)")
+    ours_s = ours["n_sent"] / RATE_HZ  # the node's overruns include its ~3 s of start-up before the recording
+    print("floor on the node's CPUs, same run, overruns as the node counts them (gap > 2 periods): "
+          + "; ".join(f"{k} loop {p['overruns']} in {half:g} s (max gap {p['max_gap_ms']:.1f} ms)"
+                      for k, p in probes.items())
+          + f"; ours {d_overruns(ours)} over its whole life (~{ours_s + 4:.0f} s)")
     print("policy node /diagnostics (tick timing over its last 2000 ticks; overruns = ticks more than one period "
           "late, and message counts, since its start): "
           + ", ".join(f"{k} {d.get(k, '?')}" for k in keys))

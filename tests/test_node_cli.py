@@ -63,10 +63,46 @@ def test_params_file_with_yaml_syntax_error(node, tmp_path):
                                            ("max_tilt_rad:=-1.0", "max_tilt_rad must be in (0, pi], got -1.0"),
                                            ("executor:=threads", "executor must be events or single_threaded"),
                                            ("nice:=-30", "nice must be in -20..19, got -30"),
+                                           ("cpu_affinity:=one", "cpu_affinity must be a cpu list"),
                                            ("cmd_rate_hz:=fast", "cmd_rate_hz: expected a number")])
 def test_policy_node_rejects_unknown_keys_and_bad_values(hold, override, key):
     line = _one_error_line(_run("policy", *policy_node_args(hold), "-p", override))
     assert line.startswith("bcg-policy-node: cannot start: parameters of node 'policy_node'") and key in line, line
+
+
+def test_policy_node_refuses_an_unavailable_cpu(hold):
+    line = _one_error_line(_run("policy", *policy_node_args(hold), "-p", "cpu_affinity:=4096"))
+    assert line.startswith("bcg-policy-node: cannot start: cpu_affinity 4096: CPU(s) [4096] not available"), line
+
+
+def test_policy_node_pins_every_thread(hold):
+    """cpu_affinity pins the executor thread and the DDS threads started before it (read from /proc)."""
+    import os
+    import signal
+    import time
+
+    cpu = max(os.sched_getaffinity(0))
+    p = subprocess.Popen([sys.executable, "-m", NODES["policy"], *policy_node_args(hold), "-p",
+                          f"cpu_affinity:={cpu}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         cwd=REPO)
+    try:
+        lines = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any("threads pinned" in ln for ln in lines):
+            ln = p.stdout.readline()
+            assert ln, "".join(lines)  # the node exited
+            lines.append(ln)
+        assert any(f"threads pinned to CPU(s) [{cpu}]" in ln for ln in lines), "".join(lines)
+        tasks = os.listdir(f"/proc/{p.pid}/task")
+        assert len(tasks) > 1  # rclpy / Fast DDS threads besides the main one
+        for tid in tasks:
+            status = open(f"/proc/{p.pid}/task/{tid}/status").read()
+            allowed = next(ln.split(":")[1].strip() for ln in status.splitlines()
+                           if ln.startswith("Cpus_allowed_list"))
+            assert allowed == str(cpu), (tid, allowed)
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=30)
 
 
 @pytest.mark.parametrize("override, key", [("variant:=31dof", "variant must be one of ['23dof', '29dof']"),

@@ -68,7 +68,6 @@ NODE_NAME = "policy_node"
 # Parameters every rclpy node declares itself; not part of the node's config.
 ROS_BUILTIN_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
 EXECUTORS = ("events", "single_threaded")
-FALLBACK_TICK_PERIODS = 1.5  # no LowState for this many command periods: the fallback timer ticks
 LOG_THROTTLE_S = 1.0  # per-message warnings (rejected LowState, source conflict): at most one per this long
 
 
@@ -101,6 +100,8 @@ class PolicyNodeConfig:
     executor: str = "events"
     rt_priority: int = 0
     nice: int = -5
+    fallback_tick_periods: float = 1.5
+    cpu_affinity: str | int = ""  # a cpu list; `-p cpu_affinity:=1` arrives as an integer
     gc_freeze: bool = True
 
     def __post_init__(self) -> None:
@@ -121,10 +122,38 @@ class PolicyNodeConfig:
             ("executor", self.executor in EXECUTORS, " or ".join(EXECUTORS)),
             ("rt_priority", 0 <= self.rt_priority <= 99, "in 0..99"),
             ("nice", -20 <= self.nice <= 19, "in -20..19"),
+            ("fallback_tick_periods", 1.0 <= self.fallback_tick_periods < 2.0, "in [1, 2)"),
         )
         for key, ok, want in checks:
             if not ok:
                 raise ValueError(f"{key} must be {want}, got {getattr(self, key)!r}")
+        parse_cpu_list(str(self.cpu_affinity))  # raises ValueError naming the key
+
+
+def parse_cpu_list(text: str) -> set[int]:
+    """CPU numbers of a Linux cpu-list string ("1", "2-3", "0,2-3"); "" = no pinning (empty set)."""
+    text = str(text)
+    cpus: set[int] = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, _, hi = part.partition("-")
+        try:
+            a, b = int(lo), int(hi or lo)
+        except ValueError:
+            raise ValueError(f"cpu_affinity must be a cpu list like '1', '2-3' or '0,2', got {text!r}") from None
+        if a < 0 or b < a:
+            raise ValueError(f"cpu_affinity: bad range {part!r} in {text!r}")
+        cpus.update(range(a, b + 1))
+    return cpus
+
+
+def pin_process(cpus: set[int]) -> None:
+    """Pin every thread of this process (the executor and the DDS threads started before) to `cpus`; threads
+    started later inherit the calling thread's mask. Raises OSError when a CPU is not available."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except ProcessLookupError:  # a thread that ended meanwhile
+            pass
 
 
 def config_from_node(node: Node) -> PolicyNodeConfig:
@@ -328,11 +357,11 @@ class PolicyNode(Node):
             self.create_service(Trigger, f"~/{event.value}", self._service(event))
         self._names = joint_names("29dof")
         # The node clock follows /clock under use_sim_time, so the fallback then runs in sim time.
-        # Fallback: a watchdog restarted by every tick (_safe_tick), so it fires FALLBACK_TICK_PERIODS after the
-        # last tick, and then every FALLBACK_TICK_PERIODS while no LowState comes. (A timer polling at half a
+        # Fallback: a watchdog restarted by every tick (_safe_tick), so it fires fallback_tick_periods after the
+        # last tick, and then every fallback_tick_periods while no LowState comes. (A timer polling at half a
         # period fired 1.5-2 periods after the last tick, right at the overrun limit, and ran 1000 Python
         # callbacks a second for nothing while LowState flowed.)
-        self.timer = self.create_timer(FALLBACK_TICK_PERIODS * self.period, self._on_timer,
+        self.timer = self.create_timer(self.cfg.fallback_tick_periods * self.period, self._on_timer,
                                        clock=None if self._sim_time else self._steady)
 
     def now(self) -> float:
@@ -374,7 +403,7 @@ class PolicyNode(Node):
 
     def _on_timer(self) -> None:
         now = self.now()
-        if now - self._last_tick_time >= FALLBACK_TICK_PERIODS * self.period:
+        if now - self._last_tick_time >= self.cfg.fallback_tick_periods * self.period:
             self.stats.fallback_ticks += 1
             self._safe_tick(now)
 
@@ -426,6 +455,21 @@ class PolicyNode(Node):
             self.pub_transitions.publish(String(data=text))
         except Exception as exc:  # noqa: BLE001
             print(f"policy_node: could not report transition {text!r}: {exc}", file=sys.stderr)
+
+    def set_cpu_affinity(self) -> None:
+        """Pin the node's threads to `cpu_affinity` (empty: leave them). On the robot's computer this keeps
+        the control thread on cores other work does not use (with isolcpus); on a shared machine it keeps
+        the node away from the cores that run the robot (or its stand-in). An unavailable CPU is an error:
+        a silently unpinned node would be measured as if it were pinned."""
+        cpus = parse_cpu_list(str(self.cfg.cpu_affinity))
+        if not cpus:
+            return
+        avail = os.sched_getaffinity(0)
+        if not cpus <= avail:
+            raise ConfigError(f"cpu_affinity {self.cfg.cpu_affinity}: CPU(s) {sorted(cpus - avail)} not available "
+                              f"to this process (available {sorted(avail)})")
+        pin_process(cpus)
+        self.get_logger().info(f"threads pinned to CPU(s) {sorted(cpus)}")
 
     def set_rt_priority(self) -> None:
         """SCHED_FIFO for the calling (executor) thread when rt_priority > 0 (needs CAP_SYS_NICE / rtprio);
@@ -671,6 +715,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     executor = make_executor(node.cfg.executor)
     executor.add_node(node)
+    try:
+        node.set_cpu_affinity()
+    except ConfigError as exc:
+        print(f"{PROG}: cannot start: {exc}", file=sys.stderr)
+        node.destroy_node()
+        rclpy.try_shutdown()
+        return 2
     node.finish_startup()
     node.set_rt_priority()
     try:
