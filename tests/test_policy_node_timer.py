@@ -24,7 +24,7 @@ from rclpy.serialization import serialize_message
 from rclpy.time import Time
 import numpy as np
 from bcg_policy_node import lowlevel as ll
-from bcg_policy_node.policy_node import FALLBACK_TICK_PERIODS, PolicyNode
+from bcg_policy_node.policy_node import PolicyNode
 from bcg_sim.g1.joints import JOINTS_29
 
 art, config, gc_freeze = sys.argv[1:4]
@@ -32,6 +32,7 @@ rclpy.init(args=["x", "--ros-args", "--params-file", config, "-p", f"policy_path
                  "-p", "use_sim_time:=true", "-p", f"gc_freeze:={gc_freeze}"])
 node = PolicyNode()
 clock, period = node.get_clock(), node.period
+FALLBACK_TICK_PERIODS = node.cfg.fallback_tick_periods
 out = {"period": period, "fallback_periods": FALLBACK_TICK_PERIODS, "timer_period_ns": node.timer.timer_period_ns}
 
 
@@ -93,7 +94,7 @@ def probe(hold):
 
 
 def test_fallback_timer_is_due_1_5_periods_after_the_last_tick(probe):
-    """The fallback timer restarts from every tick: due exactly FALLBACK_TICK_PERIODS after it, not before
+    """The fallback timer restarts from every tick: due exactly fallback_tick_periods after it, not before
     (a timer polling at half a period instead was due up to 2 periods after the last tick: an overrun)."""
     want_ns = round(probe["fallback_periods"] * probe["period"] * 1e9)
     assert probe["timer_period_ns"] == want_ns
