@@ -227,6 +227,7 @@ def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: 
     ref_q = torch.as_tensor(clip.joint_pos, dtype=torch.float32)
     ref_z = torch.as_tensor(clip.root_pos_w[:, 2], dtype=torch.float32)
     gen = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)  # the same policy in every cell: the same touchdowns and bundles
     policy = torch.nn.Sequential(torch.nn.Linear(29 * 2 + 7, 256), torch.nn.ELU(), torch.nn.Linear(256, 128),
                                  torch.nn.ELU(), torch.nn.Linear(128, 29))
     opt = torch.optim.Adam(policy.parameters(), lr=1e-4)

@@ -76,6 +76,27 @@ def test_worlds_outside_the_bundle_are_unaffected(perturbation):
     assert all(torch.isfinite(g).all() for g in g1)
 
 
+def test_native_branches_in_one_call_equal_branches_per_chunk():
+    """The native backend steps every active bundle in one call; stepping each bundle's chunk on its own
+    simulator gives the same rollout and gradients bitwise (worlds are independent in the step)."""
+    from bcg_sim.diffsim.native import NativeSimulator
+
+    assert load_sim_config().backend == "native"
+    batched = make_env(4, sigma=0.01, sigma_v=0.1, branches=2, horizon=2, pool_size=8)
+    assert batched.bundler.step_batch is not None and batched.pool == []
+    q0, qd0, g0, _ = rollout(batched, dropped=[0, 1, 3])
+    chunked = make_env(4, sigma=0.01, sigma_v=0.1, branches=2, horizon=2, pool_size=8)
+    chunked.pool = [NativeSimulator(chunked.cfg, 2) for _ in range(4)]
+    chunked.bundler.step_batch = None
+    q1, qd1, g1, _ = rollout(chunked, dropped=[0, 1, 3])
+    st0, st1 = batched.bcg_stats(), chunked.bcg_stats()
+    assert st0.bundles_completed >= 2 and st0.pool_slots_used_max >= 4  # bundles ran side by side
+    assert st0.as_dict() == st1.as_dict()
+    assert torch.equal(q0, q1) and torch.equal(qd0, qd1)
+    for a, b in zip(g0, g1):
+        assert torch.equal(a, b)
+
+
 def test_full_pool_falls_back_to_unbundled_step():
     """Pool room for one bundle, three simultaneous touchdowns: two are counted as overflow and their
     worlds continue exactly as without BCG."""
@@ -185,12 +206,43 @@ def _touchdown_state(frame: int = 40):
     from bcg_sim.diffsim.state import to_newton
 
     lj = LegJacobian(0.03)
-    com = torch.as_tensor(lj.model.body_com.numpy()[0], dtype=torch.float32)
+    com = torch.as_tensor(lj.root_com_b, dtype=torch.float32)
     q, qd = to_newton(motion_state(bcg_sim.motion.load("run"), torch.tensor([frame])), com)
     return lj, q[0], qd[0]
 
 
-def test_leg_jacobian_matches_finite_differences_of_newton_fk():
+def test_leg_jacobian_fk_is_the_simulators():
+    """LegJacobian's kinematics (MuJoCo) put the soles where Newton's FK of the same state does, its root CoM
+    is Newton's, and its leg indices are Newton's joint coordinates / DoFs of the 12 leg hinges."""
+    import newton
+
+    from bcg_sim import g1
+    from bcg_sim.diffsim.model import newton_builder
+
+    lj, q, _ = _touchdown_state()
+    b = newton_builder("29dof")
+    model = b.finalize(device="cpu", requires_grad=False)
+    state = model.state()
+    state.joint_q.assign(q.numpy())
+    newton.eval_fk(model, state.joint_q, state.joint_qd, state)
+    body_q = state.body_q.numpy().astype(np.float64)
+    names = [lbl.split("/")[-1] for lbl in b.body_label]
+    for foot, name in enumerate(g1.FOOT_BODIES):
+        p, quat = body_q[names.index(name), :3], body_q[names.index(name), 3:]  # quat x y z w
+        u, w = quat[:3], quat[3]
+        t = 2.0 * np.cross(u, lj.sole_b)
+        np.testing.assert_allclose(lj.sole_points(q)[foot], p + lj.sole_b + w * t + np.cross(u, t), atol=1e-5)
+    np.testing.assert_allclose(lj.root_com_b, model.body_com.numpy()[0], atol=1e-6)
+    q_start, qd_start = model.joint_q_start.numpy(), model.joint_qd_start.numpy()
+    leg = {j: names[int(model.joint_child.numpy()[j])] for j in range(model.joint_count)}
+    for foot, side in enumerate(("left", "right")):
+        joints = [j for j, body in leg.items() if body.startswith(f"{side}_") and
+                  any(k in body for k in ("hip", "knee", "ankle"))]
+        assert sorted(lj.legs[foot][1]) == sorted(int(q_start[j]) for j in joints)
+        assert sorted(lj.legs[foot][2]) == sorted(int(qd_start[j]) for j in joints)
+
+
+def test_leg_jacobian_matches_finite_differences_of_the_fk():
     lj, q, _ = _touchdown_state()
     for foot in (0, 1):
         J = lj.jacobian(q, foot)

@@ -175,3 +175,29 @@ def test_rollouts_do_not_accumulate_memory():
     for _ in range(8):
         rollout()
     assert rss_mb() - before < 15.0, f"{rss_mb() - before:.1f} MB more after 8 rollouts"
+
+
+def test_worlds_without_incoming_gradient_are_skipped_exactly():
+    """The reverse pass runs only for worlds that receive a gradient (a world replaced by its BCG bundle mean
+    receives none): the other worlds' gradients equal those of a simulator holding only them (bitwise), and the
+    skipped world's are zero."""
+    clip = bcg_sim.motion.load("run")
+    env = G1DiffEnv(native_cfg(gains="policy"), 3)
+    env.reset(motion=clip, frames=torch.tensor([10, 30, 50]))
+    q0, qd0 = env.joint_q.clone(), env.joint_qd.clone()
+
+    def grads(sim, rows):
+        q, qd = q0[rows].clone().requires_grad_(True), qd0[rows].clone().requires_grad_(True)
+        tgt = targets(sim, 1)[0].expand(len(rows), -1).clone().requires_grad_(True)
+        o = sim.step(tgt, q, qd)
+        keep = torch.tensor([r in (0, 2) for r in rows], dtype=torch.float32)[:, None]
+        loss = ((o.joint_q[:, :3] ** 2 + o.body_q[:, :, 2].sum(-1, keepdim=True)) * keep).sum() \
+            + (o.joint_qd * keep).sum()
+        loss.backward()
+        return tgt.grad, q.grad, qd.grad
+
+    full = grads(NativeSimulator(env.cfg, 3), [0, 1, 2])
+    pair = grads(NativeSimulator(env.cfg, 2), [0, 2])
+    for a, b in zip(full, pair):
+        assert torch.equal(a[[0, 2]], b)
+        assert torch.equal(a[1], torch.zeros_like(a[1])) and bool(b.abs().sum() > 0)

@@ -36,6 +36,14 @@ def test_gradvar_writes_csv_and_png(tmp_path):
     assert (tmp_path / "gradvar.png").stat().st_size > 1000
 
 
+@pytest.mark.parametrize("args, msg", [(["--branches", "5", "--pool-size", "16"], "must be a multiple of B=5"),
+                                       (["--joint-noise", "-1"], "--joint-noise must be >= 0")])
+def test_gradvar_bad_input_is_one_line_and_exit_2(args, msg, capsys):
+    with pytest.raises(SystemExit) as e:
+        gradvar_main(["--worlds", "2", "--horizon", "2", "--kappas", "300", *args])
+    assert e.value.code == 2 and msg in capsys.readouterr().err
+
+
 def test_bootstrap_variance_std_equals_explicit_resamples():
     """The count-vector form gives the std of gradient_variance over the very resamples it draws."""
     g = np.random.default_rng(0).normal(size=(30, 9)) * np.linspace(0.1, 3.0, 30)[:, None]

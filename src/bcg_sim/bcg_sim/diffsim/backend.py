@@ -20,3 +20,16 @@ def make_simulator(cfg: SimConfig, num_worlds: int):
     from bcg_sim.diffsim.bridge import Simulator
 
     return Simulator(cfg, num_worlds)
+
+
+def make_branch_pool(cfg: SimConfig) -> tuple[list, object | None]:
+    """BCG's branch simulators: (chunk simulators, batch simulator). The native backend steps every active
+    bundle in one call (one simulator of any batch size; no chunk simulators): one call's fixed cost instead of
+    one per bundle. The newton backend keeps pool_size // B preallocated simulators of B worlds (its tapes and
+    buffers are sized per simulator) and steps each active chunk on its own."""
+    b = cfg.bcg
+    if cfg.backend == "native":
+        from bcg_sim.diffsim.native import NativeSimulator
+
+        return [], NativeSimulator(cfg, b.pool_size, any_batch=True)
+    return [make_simulator(cfg, b.branches) for _ in range(b.pool_size // b.branches)], None

@@ -15,8 +15,8 @@ On a touchdown in step t of world i (foot f):
      translation moves every point of the robot, the foot included, by exactly dp (and every point's velocity
      by exactly dv), with no kinematic singularity -- but the whole robot moves, the other foot too.
    - "leg": only the contacting leg's 6 hinges move: dq_leg = J+ dp, dqd_leg = J+ dv, with J [3, 6] the
-     translational Jacobian of that foot's sole centre w.r.t. its leg joints at the branch start (analytic,
-     from one forward kinematics: column i = a_i x (p_sole - p_i)) and J+ = J^T (J J^T + lambda^2 I)^-1
+     translational Jacobian of that foot's sole centre w.r.t. its leg joints at the branch start (MuJoCo's
+     mj_jac on the same G1) and J+ = J^T (J J^T + lambda^2 I)^-1
      (lambda = `bcg.leg_damping`), so a straight knee stays bounded (|J+| <= 1/(2 lambda)). The base and the
      other leg are untouched. J is computed on the detached state: the map is a fixed linear map of the
      sampled noise, and the perturbation is additive noise on joint coordinates (gradients w.r.t. the
@@ -179,85 +179,67 @@ class LegJacobian:
     (mean of its sole-sphere centres, in the ankle-roll frame) w.r.t. the 6 hinges of its leg, and their
     coordinate / DoF indices.
 
-    J is analytic from one forward kinematics of q: column i = a_i x (p_sole - p_i), with a_i the world axis
-    and p_i the world origin of hinge i. J+ = J^T (J J^T + lambda^2 I)^-1 (lambda = bcg.leg_damping), so its
-    gain is at most 1/(2 lambda) even at a straight knee. It is evaluated on the detached state: the map is a
-    fixed linear map of the sampled noise (no gradient through J). Uses one preallocated 1-world Newton model
-    and state on the CPU (built once; eval_fk per trigger, no allocation of Newton objects per step)."""
+    J comes from MuJoCo's kinematics of the same G1 (`bcg_sim.g1.load_mujoco`: mj_kinematics, mj_comPos,
+    mj_jac at the sole centre): ~20 us per trigger, against ~5 ms for Newton's eval_fk launched from Python,
+    which was a quarter of BCG's cost in the SHAC-shaped bench. J+ = J^T (J J^T + lambda^2 I)^-1
+    (lambda = bcg.leg_damping), so its gain is at most 1/(2 lambda) even at a straight knee. It is evaluated
+    on the detached state: the map is a fixed linear map of the sampled noise (no gradient through J)."""
 
     def __init__(self, damping: float, variant: str = "29dof"):
-        import newton
+        import mujoco
         import numpy as np
 
         from bcg_sim import g1
-        from bcg_sim.diffsim.model import newton_builder
 
-        self._newton, self._np = newton, np
+        self._mj, self._np = mujoco, np
         self.damping = float(damping)
-        b = newton_builder(variant)
-        self.model = b.finalize(device="cpu", requires_grad=False)
-        self.state = self.model.state()
-        body_names = [lbl.split("/")[-1] for lbl in b.body_label]
-        self.foot_body = tuple(body_names.index(f) for f in g1.FOOT_BODIES)
+        self.model = m = g1.load_mujoco(variant, floor=False)
+        self.data = mujoco.MjData(m)
+        self.foot_body = tuple(mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, f) for f in g1.FOOT_BODIES)
         self.sole_b = g1.foot_sphere_positions().mean(0)  # sole centre in the ankle-roll frame [m]
-        parent = self.model.joint_parent.numpy()
-        self.child = child = self.model.joint_child.numpy()
-        jtype = self.model.joint_type.numpy()
-        q_start = self.model.joint_q_start.numpy()
-        qd_start = self.model.joint_qd_start.numpy()
-        self.X_c = self.model.joint_X_c.numpy().astype(np.float64)  # [J, 7] p, q xyzw
-        self.axis = self.model.joint_axis.numpy().astype(np.float64)  # [D, 3] in the joint frame
-        self.legs = []  # per foot: (joints (root -> foot), q indices [6], qd indices [6])
+        # The pelvis' centre of mass in its frame [m]: Newton's root velocity is that point's (state.to_newton).
+        self.root_com_b = np.array(m.body_ipos[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "pelvis")])
+        self.legs = []  # per foot: (MuJoCo dof addresses (root -> foot), Newton q indices [6], qd indices [6])
         for fb in self.foot_body:
-            joints, body = [], fb
-            while body >= 0:
-                j = int(np.nonzero(child == body)[0][0])
-                if jtype[j] == int(newton.JointType.REVOLUTE):
-                    joints.append(j)
-                body = int(parent[j])
-            joints = joints[::-1]
-            if len(joints) != 6:
-                raise RuntimeError(f"leg of {body_names[fb]} has {len(joints)} hinges, expected 6")
-            self.legs.append((joints, [int(q_start[j]) for j in joints], [int(qd_start[j]) for j in joints]))
+            dofs, body = [], fb
+            while body > 0:
+                for j in range(m.body_jntadr[body], m.body_jntadr[body] + m.body_jntnum[body]):
+                    if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE:
+                        dofs.append(int(m.jnt_dofadr[j]))
+                body = int(m.body_parentid[body])
+            dofs = dofs[::-1]
+            if len(dofs) != 6:
+                raise RuntimeError(f"leg of {g1.FOOT_BODIES[self.foot_body.index(fb)]} has {len(dofs)} hinges, "
+                                   "expected 6")
+            # Newton layout: q = (pos, quat x y z w, hinges), qd = (6 root DoF, hinges); MuJoCo's qpos = (pos,
+            # quat w x y z, hinges), qvel = (6 root DoF, hinges): a hinge's MuJoCo dof d is Newton q d + 1, qd d.
+            self.legs.append((dofs, [d + 1 for d in dofs], list(dofs)))
 
-    @staticmethod
-    def _rotate(q, v):
-        """Rotate v [..., 3] by x y z w quaternions q [..., 4] (numpy)."""
-        import numpy as np
-        u, w = q[..., :3], q[..., 3:]
-        t = 2.0 * np.cross(u, v)
-        return v + w * t + np.cross(u, t)
+    def _kinematics(self, q) -> None:
+        np, mj = self._np, self._mj
+        q = np.asarray(q.detach().cpu() if isinstance(q, torch.Tensor) else q, dtype=np.float64)
+        self.data.qpos[:3] = q[:3]
+        self.data.qpos[3:7] = q[[6, 3, 4, 5]]  # x y z w -> w x y z
+        self.data.qpos[7:] = q[7:]
+        mj.mj_kinematics(self.model, self.data)
 
-    def fk(self, q) -> tuple:
-        """(body_q [30, 7], body_qd [30, 6]) of one world's state q [36] (qd zero), float64 numpy."""
-        np = self._np
-        qn = np.asarray(q.detach().cpu() if isinstance(q, torch.Tensor) else q, dtype=np.float32)
-        self.state.joint_q.assign(qn)
-        self.state.joint_qd.zero_()
-        self._newton.eval_fk(self.model, self.state.joint_q, self.state.joint_qd, self.state)
-        return self.state.body_q.numpy().astype(np.float64), self.state.body_qd.numpy().astype(np.float64)
+    def _sole(self, foot: int) -> "np.ndarray":
+        fb = self.foot_body[foot]
+        return self.data.xpos[fb] + self.data.xmat[fb].reshape(3, 3) @ self.sole_b
 
     def sole_points(self, q) -> "np.ndarray":
         """[2, 3] world positions of the (left, right) sole centres of state q [36] [m]."""
-        bq, _ = self.fk(q)
-        return self._np.stack([bq[fb, :3] + self._rotate(bq[fb, 3:], self.sole_b) for fb in self.foot_body])
+        self._kinematics(q)
+        return self._np.stack([self._sole(0), self._sole(1)])
 
     def jacobian(self, q, foot: int) -> "np.ndarray":
         """[3, 6] d p_sole / d q_leg of `foot` at state q [36] (world frame, float64)."""
-        np = self._np
-        bq, _ = self.fk(q)
-        fb = self.foot_body[foot]
-        p = bq[fb, :3] + self._rotate(bq[fb, 3:], self.sole_b)
-        joints, _, dofs = self.legs[foot]
-        cols = []
-        for j, d in zip(joints, dofs):
-            Xb = bq[int(self.child[j])]
-            # joint frame in world = X_child * X_c[j]
-            rot = _np_qmul(Xb[3:], self.X_c[j, 3:])
-            origin = Xb[:3] + self._rotate(Xb[3:], self.X_c[j, :3])
-            a = self._rotate(rot, self.axis[d])
-            cols.append(np.cross(a, p - origin))
-        return np.stack(cols, axis=1)
+        np, mj = self._np, self._mj
+        self._kinematics(q)
+        mj.mj_comPos(self.model, self.data)
+        jacp = np.zeros((3, self.model.nv))
+        mj.mj_jac(self.model, self.data, jacp, None, self._sole(foot), self.foot_body[foot])
+        return jacp[:, self.legs[foot][0]]
 
     def __call__(self, q, foot: int) -> tuple[torch.Tensor, list[int], list[int]]:
         """(J+ [6, 3] float32 on q's device, q indices [6], qd indices [6]) of `foot`'s leg at state q."""
@@ -268,18 +250,12 @@ class LegJacobian:
         return torch.as_tensor(P, dtype=torch.float32, device=q.device), qi, di
 
 
-def _np_qmul(a, b):
-    """Hamilton product of x y z w quaternions (numpy, 1-D)."""
-    import numpy as np
-    ax, ay, az, aw = a
-    bx, by, bz, bw = b
-    return np.array([aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
-                     aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz])
-
-
 # Branch stepper: (chunk, target [B, J], q [B, Dq], qd [B, Dv]) -> tuple of outputs [B, ...]; outputs[0] and
 # outputs[1] are the next (q, qd); further outputs (e.g. body poses) are averaged too.
 Stepper = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]
+# Batched branch stepper: (target [M, J], q [M, Dq], qd [M, Dv]) -> outputs [M, ...] for the M = k B branch
+# worlds of every active bundle at once (worlds are independent, so the result is the per-chunk one).
+BatchStepper = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]
 
 
 class Bundler:
@@ -293,13 +269,14 @@ class Bundler:
 
     def __init__(self, cfg: BCGConfig, step_chunk: Stepper, quat_slices: tuple[slice | None, ...],
                  root_pos: slice = slice(0, 3), root_lin_vel: slice = slice(0, 3),
-                 leg_map: Callable | None = None):
+                 leg_map: Callable | None = None, step_batch: BatchStepper | None = None):
         self.cfg = cfg
         # "leg" mapping: (q_start [Dq], foot) -> (J+ [n, 3], q indices [n], qd indices [n]); the G1's by default
         self.leg_map = leg_map
         if cfg.perturbation == "leg" and leg_map is None:
             self.leg_map = LegJacobian(cfg.leg_damping)
         self.step_chunk = step_chunk
+        self.step_batch = step_batch  # when given, every active bundle runs in one call instead of per chunk
         self.num_chunks = cfg.pool_size // cfg.branches
         self.quat_slices = quat_slices
         self.root_pos, self.root_lin_vel = root_pos, root_lin_vel
@@ -347,18 +324,30 @@ class Bundler:
         chunk = self.free.pop(0)
         dp = sample_ball(B, 3, self.cfg.sigma, self.gen, self.cfg.antithetic, q_start.device)
         dv = sample_ball(B, 3, self.cfg.sigma_v, self.gen, self.cfg.antithetic, q_start.device)
-        q = q_start.expand(B, -1).clone()
-        qd = qd_start.expand(B, -1).clone()
+        # The offsets carry no gradient: the branches are q_start + offset in one autograd op each (adding 0.0
+        # leaves every other coordinate bitwise as it was).
+        off_q = torch.zeros(B, q_start.shape[-1], device=q_start.device)
+        off_qd = torch.zeros(B, qd_start.shape[-1], device=q_start.device)
         if self.cfg.perturbation == "leg":
             P, qi, di = self.leg_map(q_start.detach(), foot)
-            q[:, qi] = q_start[qi] + dp @ P.T
-            qd[:, di] = qd_start[di] + dv @ P.T
+            off_q[:, qi], off_qd[:, di] = dp @ P.T, dv @ P.T
         else:
-            q[:, self.root_pos] = q_start[self.root_pos] + dp
-            qd[:, self.root_lin_vel] = qd_start[self.root_lin_vel] + dv
+            off_q[:, self.root_pos], off_qd[:, self.root_lin_vel] = dp, dv
+        q, qd = q_start + off_q, qd_start + off_qd
         self.bundles[world] = _Bundle(world, foot, chunk, q, qd, dp, dv)
         st.bundles_started += 1
         return True
+
+    def _step_branches(self, target: torch.Tensor, items: list[tuple[int, _Bundle]]
+                       ) -> list[tuple[torch.Tensor, ...]]:
+        """One control step of each bundle's B branches under its world's target; per bundle its outputs."""
+        B = self.cfg.branches
+        if self.step_batch is None:
+            return [self.step_chunk(b.chunk, target[w].expand(B, -1), b.q, b.qd) for w, b in items]
+        worlds = torch.as_tensor([w for w, _ in items], device=target.device)
+        out = self.step_batch(target[worlds].repeat_interleave(B, 0), torch.cat([b.q for _, b in items]),
+                              torch.cat([b.qd for _, b in items]))
+        return [tuple(o[k * B:(k + 1) * B] for o in out) for k in range(len(items))]
 
     def step_and_merge(self, target: torch.Tensor, main_out: tuple[torch.Tensor, ...]
                        ) -> tuple[tuple[torch.Tensor, ...], list[int]]:
@@ -373,26 +362,26 @@ class Bundler:
         st.pool_steps += 1
         st.pool_slot_steps += B * len(self.bundles)
         st.pool_slots_used_max = max(st.pool_slots_used_max, B * len(self.bundles))
-        replace: dict[int, tuple[torch.Tensor, ...]] = {}
-        for w, b in list(self.bundles.items()):
-            out = self.step_chunk(b.chunk, target[w].expand(B, -1), b.q, b.qd)
+        items = list(self.bundles.items())
+        done: dict[int, tuple[torch.Tensor, ...]] = {}  # world -> its branches' outputs, bundles merging now
+        for (w, b), out in zip(items, self._step_branches(target, items)):
             b.q, b.qd = out[0], out[1]
             b.steps_done += 1
             if b.steps_done < self.cfg.horizon:
                 continue
-            replace[w] = tuple(bundle_mean(main[w], o, qs) for main, o, qs in zip(main_out, out, self.quat_slices))
-            pos, vel = out[0][:, self.root_pos].detach(), out[1][:, self.root_lin_vel].detach()
-            st.spread_pos_sum += float((pos - pos.mean(0)).pow(2).sum(-1).mean().sqrt())
-            st.spread_vel_sum += float((vel - vel.mean(0)).pow(2).sum(-1).mean().sqrt())
-            st.bundles_completed += 1
+            done[w] = out
             del self.bundles[w]
             self._release(b)
-        if not replace:
+        if not done:
             return main_out, []
-        worlds = sorted(replace)
+        # Every bundle merging in this step at once: outputs [B, m, ...] of the m worlds against main [m, ...].
+        worlds = sorted(done)
         idx = torch.as_tensor(worlds, device=main_out[0].device)
-        new_out = []
-        for k, main in enumerate(main_out):
-            rows = torch.stack([replace[w][k] for w in worlds])
-            new_out.append(main.index_put((idx,), rows))  # out of place: other worlds keep their graph
-        return tuple(new_out), worlds
+        branches = [torch.stack([done[w][k] for w in worlds], dim=1) for k in range(len(main_out))]
+        pos, vel = branches[0][..., self.root_pos].detach(), branches[1][..., self.root_lin_vel].detach()
+        st.spread_pos_sum += float((pos - pos.mean(0)).pow(2).sum(-1).mean(0).sqrt().sum())
+        st.spread_vel_sum += float((vel - vel.mean(0)).pow(2).sum(-1).mean(0).sqrt().sum())
+        st.bundles_completed += len(worlds)
+        new_out = tuple(main.index_put((idx,), bundle_mean(main[idx], o, qs))  # out of place: other worlds
+                        for main, o, qs in zip(main_out, branches, self.quat_slices))  # keep their graph
+        return new_out, worlds

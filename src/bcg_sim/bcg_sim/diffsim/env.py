@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bcg_sim.diffsim.backend import make_simulator
+from bcg_sim.diffsim.backend import make_branch_pool, make_simulator
 from bcg_sim.diffsim.bundle import BCGStats, Bundler
 from bcg_sim.diffsim.config import SimConfig, load_sim_config
 from bcg_sim.diffsim.model import NUM_JOINTS
@@ -99,12 +99,15 @@ class G1DiffEnv:
         self._ref_time = torch.zeros(num_worlds, device=self.device)  # seconds into the clip per world
         self._has_ref = torch.zeros(num_worlds, dtype=torch.bool, device=self.device)
         b = self.cfg.bcg
-        # Branch pool: pool_size // B simulators of B worlds each, built once (no per-step allocation).
-        self.pool: list = []  # simulators of the configured backend
+        # Branch pool, built once: pool_size // B chunks of B worlds (newton: one simulator per chunk; native:
+        # one simulator stepping every active bundle in one call).
+        self.pool: list = []  # chunk simulators of the configured backend
+        self._branch_sim = None
         self.bundler: Bundler | None = None
         if b.enabled:
-            self.pool = [make_simulator(self.cfg, b.branches) for _ in range(b.pool_size // b.branches)]
-            self.bundler = Bundler(b, self._step_chunk, quat_slices=(_BODY_QUAT, None, _BODY_QUAT, None))
+            self.pool, self._branch_sim = make_branch_pool(self.cfg)
+            self.bundler = Bundler(b, self._step_chunk, quat_slices=(_BODY_QUAT, None, _BODY_QUAT, None),
+                                   step_batch=self._step_batch if self._branch_sim is not None else None)
 
     # ------------------------------------------------------------------ state
     @property
@@ -174,6 +177,10 @@ class G1DiffEnv:
     # ------------------------------------------------------------------ step
     def _step_chunk(self, chunk: int, target, q, qd):
         o = self.pool[chunk].step(target, q, qd)
+        return o.joint_q, o.joint_qd, o.body_q, o.body_qd
+
+    def _step_batch(self, target, q, qd):
+        o = self._branch_sim.step(target, q, qd)
         return o.joint_q, o.joint_qd, o.body_q, o.body_qd
 
     def step(self, actions: torch.Tensor) -> EnvStep:

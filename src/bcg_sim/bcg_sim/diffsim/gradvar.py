@@ -137,7 +137,7 @@ def main(argv=None) -> int:
     ap.add_argument("--config", default="sim")
     ap.add_argument("--motion", default="run", help="built-in clip name or motion file")
     ap.add_argument("--worlds", type=int, default=16)
-    ap.add_argument("--horizon", type=int, default=16, help="control steps (SHAC uses 32)")
+    ap.add_argument("--horizon", type=int, default=16, help="control steps (SHAC uses 16)")
     ap.add_argument("--kappas", type=float, nargs="+", default=[50.0, 100.0, 300.0])
     ap.add_argument("--bootstrap", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
@@ -159,6 +159,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import bcg_sim.motion
+    from bcg_sim.config import ConfigError
     from bcg_sim.diffsim import G1DiffEnv, load_sim_config
 
     from tqdm import tqdm
@@ -169,15 +170,18 @@ def main(argv=None) -> int:
                                    ("perturbation", args.perturbation), ("branches", args.branches),
                                    ("horizon", args.bcg_horizon)) if v is not None}
     base = dc.replace(base, bcg=dc.replace(base.bcg, **overrides))
-    base.validate()
+    try:
+        base.validate()
+    except ConfigError as exc:  # e.g. --branches 6 with a pool that is no multiple of 6
+        ap.error(str(exc))
     motion = bcg_sim.motion.load(args.motion)
     last_start = motion.num_frames - 1 - int(np.ceil(args.horizon * motion.fps / base.control_hz))
     if last_start < 0:
-        raise SystemExit(f"motion {args.motion!r} ({motion.num_frames} frames) is shorter than the horizon")
+        ap.error(f"motion {args.motion!r} ({motion.num_frames} frames) is shorter than the horizon")
     if args.same_start is not None and not 0 <= args.same_start <= last_start:
-        raise SystemExit(f"--same-start must lie in [0, {last_start}] for {args.motion!r} and this horizon")
+        ap.error(f"--same-start must lie in [0, {last_start}] for {args.motion!r} and this horizon")
     if args.joint_noise < 0:
-        raise SystemExit("--joint-noise must be >= 0")
+        ap.error("--joint-noise must be >= 0")
     frames = (np.full(args.worlds, args.same_start) if args.same_start is not None
               else np.linspace(0, last_start, args.worlds).round().astype(int))
     rng = np.random.default_rng(args.seed)

@@ -330,7 +330,9 @@ def _coords_grad_to_tangent(joint_q: torch.Tensor, g_coords: torch.Tensor) -> to
 class NativeSimulator:
     """N G1 worlds on the native backend, the `bridge.Simulator` interface (see the module docstring)."""
 
-    def __init__(self, cfg: SimConfig, num_worlds: int):
+    def __init__(self, cfg: SimConfig, num_worlds: int, any_batch: bool = False):
+        """`any_batch`: step() takes any number of worlds >= 1 per call (BCG's branch pool steps all active
+        bundles in one call); else exactly num_worlds."""
         cfg.validate()
         if not cfg.device.startswith("cpu"):
             raise ConfigError(f"sim config: backend 'native' runs on the CPU only, device is {cfg.device!r} "
@@ -339,6 +341,7 @@ class NativeSimulator:
             raise ConfigError(f"num_worlds must be >= 1, got {num_worlds}")
         self.cfg = cfg
         self.num_worlds = num_worlds
+        self.any_batch = any_batch
         self.substeps = cfg.substeps
         self.device = "cpu"
         self.m = build_native_model(cfg)
@@ -388,7 +391,7 @@ class NativeSimulator:
 
     def step(self, target_q: torch.Tensor, joint_q: torch.Tensor, joint_qd: torch.Tensor) -> StepOutput:
         """One control period for all worlds; Newton layout in and out (see bridge.Simulator.step)."""
-        n = self.num_worlds
+        n = target_q.shape[0] if self.any_batch else self.num_worlds
         for name, t, shape in (("target_q", target_q, (n, NUM_JOINTS)), ("joint_q", joint_q, (n, COORDS_PER_WORLD)),
                                ("joint_qd", joint_qd, (n, DOFS_PER_WORLD))):
             if tuple(t.shape) != shape:
@@ -401,7 +404,7 @@ class NativeSimulator:
 
     # used by _NativeStep
     def _forward(self, target: np.ndarray, q: np.ndarray, v: np.ndarray):
-        n, S = self.num_worlds, self.substeps
+        n, S = q.shape[0], self.substeps
         traj_q = np.empty((n, S + 1, COORDS_PER_WORLD))
         traj_v = np.empty((n, S + 1, DOFS_PER_WORLD))
         fn, peak, pen = (np.empty((n, 2)) for _ in range(3))
@@ -414,7 +417,7 @@ class NativeSimulator:
     def _backward(self, traj_q, traj_v, target, gq_tan, gv, g_body_q=None, g_body_qd=None):
         """Reverse mode of one control step: gradients at its last state (tangent) and of its body outputs
         (None: zero) -> (tangent gradient at the first state, velocity gradient, target gradient)."""
-        n = self.num_worlds
+        n = target.shape[0]
         gq_in = np.empty((n, DOFS_PER_WORLD))
         gv_in = np.empty((n, DOFS_PER_WORLD))
         g_t = np.empty((n, NUM_JOINTS))
@@ -459,10 +462,25 @@ class _NativeStep(torch.autograd.Function):
         n = ctx.q_out.shape[0]
         g_q = torch.zeros(n, COORDS_PER_WORLD) if g_q is None else g_q
         g_v = torch.zeros(n, DOFS_PER_WORLD) if g_v is None else g_v
-        g_tan = _coords_grad_to_tangent(ctx.q_out.double(), g_q.double())
-        gq_in, gv_in, g_t = ctx.sim._backward(*ctx.traj, ctx.target, _np64(g_tan), _np64(g_v),
-                                              None if g_bq is None else _np64(g_bq),
-                                              None if g_bqd is None else _np64(g_bqd))
-        g_q_in = _tangent_grad_to_coords(ctx.q_in.double(), torch.as_tensor(gq_in))
-        return (None, None, torch.as_tensor(g_t, dtype=torch.float32), g_q_in.float(),
-                torch.as_tensor(gv_in, dtype=torch.float32))
+        # Worlds that receive no gradient give none (the adjoint is linear): a world whose step was replaced
+        # by its BCG bundle mean, for one. Their reverse pass is skipped (the other worlds' is unchanged).
+        live = (g_q != 0).any(-1) | (g_v != 0).any(-1)
+        for g in (g_bq, g_bqd):
+            if g is not None:
+                live |= (g != 0).flatten(1).any(-1)
+        rows = live.nonzero().flatten()
+        g_t = torch.zeros(n, NUM_JOINTS)
+        g_q_in = torch.zeros(n, COORDS_PER_WORLD)
+        g_v_in = torch.zeros(n, DOFS_PER_WORLD)
+        if rows.numel():
+            full = rows.numel() == n
+            sel = (lambda a: a) if full else (lambda a: a[rows.numpy()])
+            pick = (lambda t: t) if full else (lambda t: t[rows])
+            g_tan = _coords_grad_to_tangent(pick(ctx.q_out).double(), pick(g_q).double())
+            gq_in, gv_in, gt = ctx.sim._backward(*(sel(a) for a in ctx.traj), sel(ctx.target), _np64(g_tan),
+                                                 _np64(pick(g_v)), None if g_bq is None else _np64(pick(g_bq)),
+                                                 None if g_bqd is None else _np64(pick(g_bqd)))
+            g_t[rows] = torch.as_tensor(gt, dtype=torch.float32)
+            g_q_in[rows] = _tangent_grad_to_coords(pick(ctx.q_in).double(), torch.as_tensor(gq_in)).float()
+            g_v_in[rows] = torch.as_tensor(gv_in, dtype=torch.float32)
+        return None, None, g_t, g_q_in, g_v_in
