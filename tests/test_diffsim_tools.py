@@ -44,6 +44,21 @@ def test_gradvar_bad_input_is_one_line_and_exit_2(args, msg, capsys):
     assert e.value.code == 2 and msg in capsys.readouterr().err
 
 
+def test_parity_on_a_bad_config_is_one_line_and_exit_2(tmp_path, capsys):
+    """A config the chosen backend cannot run (the implicit PD on newton) is refused before any simulation."""
+    from bcg_sim.diffsim.cli import main as sim_main
+
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "config" / "sim.yaml").read_text().replace("backend: native ", "backend: newton ", 1)
+    assert "backend: newton" in text
+    (tmp_path / "sim.yaml").write_text(text)
+    assert sim_main(["parity", "--config", str(tmp_path / "sim.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "bcg-sim: sim config: solver.stable_pd: the implicit PD exists in the native backend only"
+    assert len([ln for ln in err if not ln.startswith("Warp")]) == 1
+
+
 def test_bootstrap_variance_std_equals_explicit_resamples():
     """The count-vector form gives the std of gradient_variance over the very resamples it draws."""
     g = np.random.default_rng(0).normal(size=(30, 9)) * np.linspace(0.1, 3.0, 30)[:, None]

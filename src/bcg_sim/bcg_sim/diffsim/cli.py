@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from bcg_sim.config import ConfigError
+
 
 # MuJoCo is the reference: it steps at this fixed dt whatever bcg_sim's substep, so figures of different
 # bcg_sim settings compare against the same physics.
@@ -100,6 +102,8 @@ def _parity(args) -> int:
     from bcg_sim.diffsim import load_sim_config
 
     cfg = load_sim_config(args.config)
+    if args.backend is not None:
+        cfg = cfg.with_backend(args.backend)
     if args.kappa is not None:
         cfg = cfg.with_kappa(args.kappa)
     act = dc.replace(cfg.actuation, gains=args.gains, kp_scale=args.kp_scale, kd_scale=args.kd_scale)
@@ -197,6 +201,8 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("parity", help="bcg_sim vs MuJoCo on the same G1, initial state and PD targets")
     p.add_argument("--config", default="sim")
+    p.add_argument("--backend", choices=("native", "newton"), default=None,
+                   help="simulator backend (default: the config's); newton runs its own 0.5 ms explicit scheme")
     p.add_argument("--seconds", type=float, default=1.0)
     p.add_argument("--kappa", type=float, default=None, help="contact stiffness [kN/m] (default: config)")
     p.add_argument("--amplitude", type=float, default=0.05, help="PD target sine amplitude [rad]")
@@ -221,7 +227,11 @@ def main(argv=None) -> int:
     w.add_argument("--config", default="sim")
     w.set_defaults(func=_warmup)
     args = ap.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except ConfigError as exc:  # a bad config file or value: one line, exit 2
+        print(f"bcg-sim: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

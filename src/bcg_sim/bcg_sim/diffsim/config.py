@@ -22,6 +22,9 @@ class SolverConfig:
     stability_safety: float = 0.2  # newton backend: dt <= safety * 2 / omega_contact as well
     native_stability_safety: float = 0.9  # native backend: dt <= this x its computed bound (native.stable_dt_bound)
     stable_pd: bool = False  # native backend: implicit PD (gains on the mass-matrix diagonal)
+    # native backend, with stable_pd: keep the PD's damping at kd (the explicit law's): the stable PD's implicit
+    # position error adds dt*kp of damping, so kd - dt*kp is passed as its damping (docs/sim.md)
+    stable_pd_exact_damping: bool = False
     implicit_contact: bool = False  # native backend: contact damping implicit (a point mass dt*c per sphere)
     threads: int = 1  # native backend: C++ threads over worlds
 
@@ -65,6 +68,8 @@ class ActuationConfig:
     gains: str = "policy"  # "policy": MOTORS kp/kd (BeyondMimic); "stand": bcg_sim.g1.stand_gains()
     kp_scale: float = 1.0  # multiplies the chosen kp
     kd_scale: float = 1.0  # multiplies the chosen kd
+    joint_limit_ke: float = 10000.0  # [N m/rad] joint-range stop stiffness past a hinge's range (both backends)
+    joint_limit_kd: float = 10.0  # [N m s/rad] its damping, while past the range
 
 
 @dataclass
@@ -173,6 +178,8 @@ class SimConfig:
              f"must be 'policy' or 'stand', got {self.actuation.gains!r}")
         need(self.actuation.kp_scale >= 0, "actuation.kp_scale", "must be >= 0")
         need(self.actuation.kd_scale >= 0, "actuation.kd_scale", "must be >= 0")
+        need(self.actuation.joint_limit_ke >= 0, "actuation.joint_limit_ke", "must be >= 0")
+        need(self.actuation.joint_limit_kd >= 0, "actuation.joint_limit_kd", "must be >= 0")
         need(self.termination.min_root_height >= 0, "termination.min_root_height", "must be >= 0")
         need(self.termination.max_tracking_error > 0, "termination.max_tracking_error", "must be > 0")
         need(b.branches >= 1, "bcg.branches", f"B must be >= 1, got {b.branches}")

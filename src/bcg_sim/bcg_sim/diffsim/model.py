@@ -117,6 +117,8 @@ def build_model(cfg: SimConfig, num_worlds: int, *, requires_grad: bool = True) 
     for dof in range(kernels.FREE_DOFS, DOFS_PER_WORLD):
         one.joint_target_ke[dof] = 0.0  # PD is our kernel (effort-limited), not Newton's drive
         one.joint_target_kd[dof] = 0.0
+        one.joint_limit_ke[dof] = cfg.actuation.joint_limit_ke  # joint-range stops: the native backend's too
+        one.joint_limit_kd[dof] = cfg.actuation.joint_limit_kd
     body_names = [lbl.split("/")[-1] for lbl in one.body_label]
     if body_names != list(g1.body_names(cfg.variant)):
         raise RuntimeError(f"Newton body order {body_names} differs from bcg_sim.g1.body_names()")

@@ -107,6 +107,7 @@ def _load() -> ctypes.CDLL:
             lib.g1dyn_create.restype = P
             lib.g1dyn_create.argtypes = [I, P, P, P, P, P, P, P, P, I, P, P, P, P, D, D, D, D, D, I, I, I, D, I, P, P]
             lib.g1dyn_destroy.argtypes = [P]
+            lib.g1dyn_set_joint_limits.argtypes = [P, P, P, D, D]
             lib.g1dyn_forward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, I]
             lib.g1dyn_backward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, I]
             _lib = lib
@@ -132,6 +133,8 @@ class NativeModel:
     kp: np.ndarray  # [29]
     kd: np.ndarray
     effort_limit: np.ndarray
+    joint_lower: np.ndarray  # [29] rad, the joint-range stops (actuation.joint_limit_ke / _kd)
+    joint_upper: np.ndarray
     # pinocchio tables (index 0 = universe, 1 = free joint)
     parent: np.ndarray  # [31] int32
     axis: np.ndarray  # [31, 3]
@@ -192,14 +195,25 @@ def build_native_model(cfg: SimConfig) -> NativeModel:
     for bi, radius in body_sphere_indices(cfg, body_names, foot_body):
         sj.append(body_joint[bi]); sp.append(body_com[bi]); sr.append(radius)
 
-    kp, kd = pd_gains(cfg)
+    kp, kd = (np.array(g, dtype=np.float64) for g in pd_gains(cfg))
+    if cfg.solver.stable_pd and cfg.solver.stable_pd_exact_damping:
+        # The stable PD's torque kp (q* - q - dt qd') - kd' qd' = kp (q* - q) - (kd' + dt kp) qd': with
+        # kd' = kd - dt kp the damping is the explicit law's kd again, on the end-of-substep velocity, and the
+        # spring acts on the start-of-substep position (stable_dt_bound then bounds the PD's spring modes).
+        kd = kd - cfg.sim_dt * kp
+        if (kd < 0).any():
+            j = int(np.argmin(kd))
+            raise ConfigError(f"sim config: solver.stable_pd_exact_damping: sim_dt {cfg.sim_dt * 1e3:g} ms x kp "
+                              f"exceeds kd at joint {g1.joint_names(cfg.variant)[j]} (kp {kp[j]:g}, kd "
+                              f"{kd[j] + cfg.sim_dt * kp[j]:g}); lower sim_dt or the gains' ratio")
     motors = [g1.MOTORS[j.motor] for j in g1.joints(cfg.variant)]
     default_q = np.concatenate([g1.default_qpos(cfg.variant)[:3], [0.0, 0.0, 0.0, 1.0],
                                 g1.default_joint_pos(cfg.variant)])
     return NativeModel(
         body_names=body_names, joint_names=g1.joint_names(cfg.variant), bodies_per_world=len(body_names),
         foot_body=foot_body, root_com_b=body_com[0].copy(), default_joint_q=default_q,  # type: ignore[arg-type]
-        kp=np.array(kp), kd=np.array(kd), effort_limit=np.array([m.effort_limit for m in motors]),
+        kp=kp, kd=kd, effort_limit=np.array([m.effort_limit for m in motors]),
+        joint_lower=g1.joint_limits(cfg.variant)[0], joint_upper=g1.joint_limits(cfg.variant)[1],
         parent=parent, axis=axis, placement=placement, inertia=inertia, armature=arm, body_joint=body_joint,
         body_com=body_com, sph_joint=np.array(sj, dtype=np.int32), sph_pos=np.array(sp, dtype=float),
         sph_rad=np.array(sr, dtype=float), foot_start=np.array(starts[:3], dtype=np.int32))
@@ -212,7 +226,8 @@ def stable_dt_bound(cfg: SimConfig, m: NativeModel) -> float:
     A = Jc M~^-1 Jc^T the inverse effective mass of the 8 sole spheres' contact points (3 directions each; M~
     is the mass matrix with the armature and, with solver.stable_pd, the implicit PD terms dt kd + dt^2 kp),
     K the normal stiffnesses, C the explicit dampings: w^2 = max eig(A K), g = max eig(A C). With
-    solver.implicit_contact the contact damping is implicit (C = 0). Without solver.stable_pd the PD's own modes (M~^-1 Kp, M~^-1 Kd) bound dt too.
+    solver.implicit_contact the contact damping is implicit (C = 0). Without solver.stable_pd the PD's own modes
+    (M~^-1 Kp, M~^-1 Kd) bound dt too; with stable_pd_exact_damping its spring (M~^-1 Kp) does.
     The bound depends on dt itself through M~: it is solved by fixed-point iteration.
     """
     import pinocchio as pin
@@ -220,6 +235,7 @@ def stable_dt_bound(cfg: SimConfig, m: NativeModel) -> float:
     pm = pin.buildModelFromXML(g1.to_urdf(cfg.variant), pin.JointModelFreeFlyer())
     q = m.default_joint_q.astype(np.float64)
     c, stable, implicit = cfg.contact, cfg.solver.stable_pd, cfg.solver.implicit_contact
+    exact_damping = stable and cfg.solver.stable_pd_exact_damping  # m.kd is then kd - dt kp (build_native_model)
     n_s = int(m.foot_start[2])
     K = np.diag(np.tile([0.0, 0.0, c.ke], n_s))
     C = np.zeros_like(K) if implicit else np.diag(np.tile([c.kf, c.kf, c.kd], n_s))
@@ -242,10 +258,11 @@ def stable_dt_bound(cfg: SimConfig, m: NativeModel) -> float:
         A = np.vstack(rows) @ Minv @ np.vstack(rows).T
         w2 = float(np.max(np.real(np.linalg.eigvals(A @ K))))
         g = float(np.max(np.real(np.linalg.eigvals(A @ C)))) if C.any() else 0.0
-        if not stable:  # the explicit PD's own modes
+        if not stable or exact_damping:  # the PD's explicit spring (and, without stable PD, damping) modes
             Mj = np.linalg.inv(Minv)[6:, 6:]
             w2 = max(w2, float(np.max(np.real(np.linalg.eigvals(np.linalg.solve(Mj, np.diag(m.kp)))))))
-            g = max(g, float(np.max(np.real(np.linalg.eigvals(np.linalg.solve(Mj, np.diag(m.kd)))))))
+            if not stable:
+                g = max(g, float(np.max(np.real(np.linalg.eigvals(np.linalg.solve(Mj, np.diag(m.kd)))))))
         return w2, g
 
     dt = cfg.sim_dt
@@ -367,6 +384,11 @@ class NativeSimulator:
             float(c.ke), float(c.kd), float(c.kf), float(c.friction_mu), float(cfg.sim_dt), int(self.substeps),
             int(cfg.solver.stable_pd), int(cfg.solver.implicit_contact), -9.81, len(m.body_joint), _ptr(t[12]),
             _ptr(t[13]))
+        a = cfg.actuation
+        if a.joint_limit_ke > 0 or a.joint_limit_kd > 0:
+            self._limits = [np.ascontiguousarray(m.joint_lower), np.ascontiguousarray(m.joint_upper)]
+            self._lib.g1dyn_set_joint_limits(self._h, _ptr(self._limits[0]), _ptr(self._limits[1]),
+                                             float(a.joint_limit_ke), float(a.joint_limit_kd))
         self._root_com = torch.as_tensor(m.root_com_b, dtype=torch.float32)
         self._generation = 0
 

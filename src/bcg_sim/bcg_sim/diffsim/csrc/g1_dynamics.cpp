@@ -6,6 +6,8 @@
 //     regularised Coulomb friction, force at the sphere's lowest point);
 //   * PD with effort limits, optionally "stable" (implicit in q and qd: the gain terms go onto the
 //     mass-matrix diagonal, so the PD does not limit the substep);
+//   * joint-range stops: a one-sided spring-damper past a hinge's range (Newton's law), implicit like the
+//     stable PD (its terms on the diagonal while it acts);
 //   * semi-implicit Euler on the Lie group: v' = v + dt a, q' = q (+) dt v'  (pinocchio::integrate).
 // Layout (pinocchio): q [36] = (p_w, quat x y z w, 29 joints); v [35] = (v_origin in the pelvis frame,
 // omega in the pelvis frame, 29 joint rates). Tangent-space gradients inside; the caller converts at the ends.
@@ -40,6 +42,8 @@ struct Params {
   int implicit_contact = 0;  // contact damping implicit (see implicit_mass)
   double gravity = 9.81;
   VectorXd kp, kd_pd, effort;  // [29]
+  VectorXd lim_lo, lim_hi;     // [29] joint ranges (empty: no stops)
+  double lim_ke = 0.0, lim_kd = 0.0;
   VectorXd armature;           // [35] base armature (zero on the free joint)
   std::vector<int> sph_joint;  // [S] pinocchio joint of each sphere
   std::vector<Vector3d> sph_pos;  // [S] centre in the joint (= body) frame
@@ -146,6 +150,17 @@ void pd(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const doubl
       w.dtau_v[j] = -(p.kd_pd[j] + (p.stable_pd ? p.dt * p.kp[j] : 0.0));
       w.dtau_t[j] = p.kp[j];
       if (p.stable_pd) w.aug[6 + j] = p.dt * p.kd_pd[j] + p.dt * p.dt * p.kp[j];
+    }
+    if (p.lim_lo.size() == 0) continue;
+    // Joint-range stop, active while q is past the range at the substep's start: f = -ke (q + dt v' - limit)
+    // - kd v' on the end-of-substep state (implicit, unconditionally stable; ke 1e4 on a 0.01 kg m^2 rotor
+    // would bound an explicit step at 2 ms).
+    double over = qj > p.lim_hi[j] ? qj - p.lim_hi[j] : (qj < p.lim_lo[j] ? qj - p.lim_lo[j] : 0.0);
+    if (over != 0.0) {
+      w.tau[6 + j] += -p.lim_ke * (over + p.dt * vj) - p.lim_kd * vj;
+      w.dtau_q[j] += -p.lim_ke;
+      w.dtau_v[j] += -(p.lim_kd + p.dt * p.lim_ke);
+      w.aug[6 + j] += p.dt * p.lim_kd + p.dt * p.dt * p.lim_ke;
     }
   }
 }
@@ -468,6 +483,16 @@ void* g1dyn_create(int njoints, const int* parent, const double* axis, const dou
 }
 
 void g1dyn_destroy(void* h) { delete static_cast<Sim*>(h); }
+
+// Joint-range stops (lo, hi [29] rad, stiffness ke N m/rad, damping kd N m s/rad); not called: no stops.
+void g1dyn_set_joint_limits(void* h, const double* lo, const double* hi, double ke, double kd) {
+  Params& p = static_cast<Sim*>(h)->p;
+  int nh = (int)p.kp.size();
+  p.lim_lo = Eigen::Map<const VectorXd>(lo, nh);
+  p.lim_hi = Eigen::Map<const VectorXd>(hi, nh);
+  p.lim_ke = ke;
+  p.lim_kd = kd;
+}
 
 int g1dyn_nq(void* h) { return static_cast<Sim*>(h)->nq; }
 int g1dyn_nv(void* h) { return static_cast<Sim*>(h)->nv; }
