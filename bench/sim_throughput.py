@@ -158,6 +158,9 @@ def main(argv=None) -> None:
     ap.add_argument("--shac-worlds", type=int, default=64)
     ap.add_argument("--shac-horizon", type=int, default=16)
     ap.add_argument("--shac-repeats", type=int, default=2, help="timed iterations per cell (best kept)")
+    ap.add_argument("--overhead-pairs", type=int, default=0, metavar="N",
+                    help="with --shac: only the native BCG overhead, as N alternating off/on pairs in one process and "
+                         "N in two (median and range; this machine's timings wander, interleaving shares that out)")
     ap.add_argument("--shac-cell", nargs=6, default=None, help=argparse.SUPPRESS)  # internal: one cell, JSON out
     args = ap.parse_args(argv)
     if args.shac_cell:
@@ -166,6 +169,9 @@ def main(argv=None) -> None:
         b, bcg, n, h, th, rep = args.shac_cell
         torch.set_num_threads(1)  # one core per process: torch's intra-op threads only contend with the simulator
         print(json.dumps(shac_iteration_cell(b, bool(int(bcg)), int(n), int(h), int(th), int(rep))))
+        return
+    if args.shac and args.overhead_pairs > 0:
+        overhead_pairs(args.shac_worlds, args.shac_horizon, args.shac_repeats, args.overhead_pairs)
         return
     if args.shac:
         shac_table(args.shac_worlds, args.shac_horizon, args.shac_repeats)
@@ -282,6 +288,23 @@ def run_cells(cells: list[tuple], n: int, horizon: int, repeats: int) -> list[di
             outs.append(json.loads(out.strip().splitlines()[-1]))
         results.append(outs)
     return results
+
+
+def overhead_pairs(n: int, horizon: int, repeats: int, pairs: int) -> None:
+    """Native BCG overhead (time on / off) from `pairs` alternating off/on cells, one process and two."""
+    print(f"\nnative BCG overhead, N={n} x {horizon}, kappa 300, {pairs} alternating off/on pairs per layout", flush=True)
+    for procs in (1, 2):
+        worlds = n // procs if procs == 2 else None
+        ratios = []
+        for k in range(pairs):
+            res = run_cells([[("native", bcg, 1, worlds)] * procs for bcg in (False, True)], n, horizon, repeats)
+            off, on = (max(g["seconds"] for g in group) for group in res)
+            ratios.append(on / off)
+            print(f"  {procs} process{'es' if procs > 1 else ''}, pair {k + 1}: off {off:.2f} s, on {on:.2f} s, "
+                  f"{on / off:.2f}x", flush=True)
+        r = np.array(ratios)
+        print(f"{procs} process{'es' if procs > 1 else ''}: overhead median {np.median(r):.2f}x (range "
+              f"{r.min():.2f}-{r.max():.2f}x over {pairs} pairs)", flush=True)
 
 
 def shac_table(n: int, horizon: int, repeats: int) -> None:
