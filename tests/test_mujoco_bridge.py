@@ -188,6 +188,9 @@ def test_remote_press_and_ground_truth(bridge):
         LowState, "/lowstate", lambda m: pressed.append(ll.decode_remote(m.wireless_remote).pressed("L1", "A")), 10)
     pub = ros.node.create_publisher(String, "/sim/press", 10)
     wait_for(lambda: pub.get_subscription_count() > 0, 10.0, "bridge on /sim/press")
+    # The press lasts remote_press_s of sim time: our /lowstate subscription must be matched before it starts
+    # (under load discovery took longer than the press, and the test saw no pressed LowState).
+    wait_for(lambda: len(pressed) > 0, 10.0, "LowState reaching the test")
     pub.publish(String(data="L1+A"))
     wait_for(lambda: any(pressed), 5.0, "L1+A pressed in LowState.wireless_remote")
     ros.node.destroy_subscription(sub)
