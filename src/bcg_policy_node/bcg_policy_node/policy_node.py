@@ -127,11 +127,12 @@ class PolicyNodeConfig:
         for key, ok, want in checks:
             if not ok:
                 raise ValueError(f"{key} must be {want}, got {getattr(self, key)!r}")
-        parse_cpu_list(str(self.cpu_affinity))  # raises ValueError naming the key
+        parse_cpu_list(self.cpu_affinity)  # raises ValueError naming the key
 
 
-def parse_cpu_list(text: str) -> set[int]:
-    """CPU numbers of a Linux cpu-list string ("1", "2-3", "0,2-3"); "" = no pinning (empty set)."""
+def parse_cpu_list(text: str | int) -> set[int]:
+    """CPU numbers of a Linux cpu-list string ("1", "2-3", "0,2-3"; a ROS parameter "1" arrives as int 1);
+    "" = no pinning (empty set)."""
     text = str(text)
     cpus: set[int] = set()
     for part in filter(None, (p.strip() for p in text.split(","))):
@@ -461,7 +462,7 @@ class PolicyNode(Node):
         the control thread on cores other work does not use (with isolcpus); on a shared machine it keeps
         the node away from the cores that run the robot (or its stand-in). An unavailable CPU is an error:
         a silently unpinned node would be measured as if it were pinned."""
-        cpus = parse_cpu_list(str(self.cfg.cpu_affinity))
+        cpus = parse_cpu_list(self.cfg.cpu_affinity)
         if not cpus:
             return
         avail = os.sched_getaffinity(0)

@@ -207,13 +207,14 @@ def build_native_model(cfg: SimConfig) -> NativeModel:
                               f"exceeds kd at joint {g1.joint_names(cfg.variant)[j]} (kp {kp[j]:g}, kd "
                               f"{kd[j] + cfg.sim_dt * kp[j]:g}); lower sim_dt or the gains' ratio")
     motors = [g1.MOTORS[j.motor] for j in g1.joints(cfg.variant)]
+    lower, upper = g1.joint_limits(cfg.variant)
     default_q = np.concatenate([g1.default_qpos(cfg.variant)[:3], [0.0, 0.0, 0.0, 1.0],
                                 g1.default_joint_pos(cfg.variant)])
     return NativeModel(
         body_names=body_names, joint_names=g1.joint_names(cfg.variant), bodies_per_world=len(body_names),
         foot_body=foot_body, root_com_b=body_com[0].copy(), default_joint_q=default_q,  # type: ignore[arg-type]
         kp=kp, kd=kd, effort_limit=np.array([m.effort_limit for m in motors]),
-        joint_lower=g1.joint_limits(cfg.variant)[0], joint_upper=g1.joint_limits(cfg.variant)[1],
+        joint_lower=lower, joint_upper=upper,
         parent=parent, axis=axis, placement=placement, inertia=inertia, armature=arm, body_joint=body_joint,
         body_com=body_com, sph_joint=np.array(sj, dtype=np.int32), sph_pos=np.array(sp, dtype=float),
         sph_rad=np.array(sr, dtype=float), foot_start=np.array(starts[:3], dtype=np.int32))
@@ -386,9 +387,9 @@ class NativeSimulator:
             _ptr(t[13]))
         a = cfg.actuation
         if a.joint_limit_ke > 0 or a.joint_limit_kd > 0:
-            self._limits = [np.ascontiguousarray(m.joint_lower), np.ascontiguousarray(m.joint_upper)]
-            self._lib.g1dyn_set_joint_limits(self._h, _ptr(self._limits[0]), _ptr(self._limits[1]),
-                                             float(a.joint_limit_ke), float(a.joint_limit_kd))
+            lo, hi = np.ascontiguousarray(m.joint_lower), np.ascontiguousarray(m.joint_upper)  # copied by C++
+            self._lib.g1dyn_set_joint_limits(self._h, _ptr(lo), _ptr(hi), float(a.joint_limit_ke),
+                                             float(a.joint_limit_kd))
         self._root_com = torch.as_tensor(m.root_com_b, dtype=torch.float32)
         self._generation = 0
 
