@@ -38,7 +38,9 @@ class StepOutput:
     (v of each body COM in world, omega_w) are differentiable. Contact diagnostics are not:
     foot_force [N, 2] total normal force on (left, right) sole at the end of the step [N];
     foot_force_peak [N, 2] its maximum over the step's substeps [N]; foot_penetration [N, 2] deepest sole
-    sphere penetration at the end of the step [m].
+    sphere penetration at the end of the step [m]. foot_onset [N, 2] (native backend; None on newton): the
+    first substep end k (1..S) whose state has a normal force on the sole, -1 if none -- where BCG starts a
+    touchdown's branches (state k - 1).
     """
 
     joint_q: torch.Tensor
@@ -48,6 +50,7 @@ class StepOutput:
     foot_force: torch.Tensor
     foot_force_peak: torch.Tensor
     foot_penetration: torch.Tensor
+    foot_onset: torch.Tensor | None = None
 
 
 class _StepBuffers:

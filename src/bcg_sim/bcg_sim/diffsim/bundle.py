@@ -6,9 +6,13 @@ over the step's substeps exceeds `bcg.trigger_force` after a whole control step 
 The world must not already be running a bundle (then it is counted `busy`).
 
 On a touchdown in step t of world i (foot f):
-1. B branch copies of world i's state *at the start of step t* (before the impact) take a free chunk of the
-   preallocated branch pool (pool_size // B simulators of B worlds, built once). If no chunk is free the
-   trigger is counted as `overflow` and world i simply continues unbundled.
+1. B branch copies of world i's state before the impact take a free chunk of the preallocated branch pool
+   (pool_size // B simulators of B worlds, built once). If no chunk is free the trigger is counted as
+   `overflow` and world i simply continues unbundled. "Before the impact" (`bcg.start`): the state at the
+   start of step t ("step"), or the last substep state of step t before the foot's contact onset
+   ("contact", native backend: the env re-runs world i's first j substeps of step t, differentiably, and the
+   branches run the remaining S - j). Both end at the same control-step boundary, so the bundle spans the same
+   contact; "contact" does not simulate B copies of the flight before it.
 2. Each copy is perturbed: the foot point is displaced by dp ~ U(ball of radius sigma) [m] and its velocity by
    dv ~ U(ball of radius sigma_v) [m/s]. Mapping to generalized coordinates (`bcg.perturbation`):
    - "base": dp is added to the floating base position and dv to its linear (COM) velocity. A rigid
@@ -23,7 +27,7 @@ On a touchdown in step t of world i (foot f):
      bundled state pass through unchanged). The foot displacement is dp to first order (the velocity
      change is J J+ dv exactly), less the DLS shrinkage along the leg's weakest direction.
    With `antithetic`, perturbations come in +/- pairs, so their mean is exactly zero.
-3. The branches re-run step t and the next H-1 control steps with the *same* PD targets as world i.
+3. The branches run (the rest of) step t and the next H-1 control steps with the *same* PD targets as world i.
 4. After H steps world i's state becomes the bundle mean: x_i + mean_k(x_k - x_i) for positions and
    velocities (x_i: world i's own unperturbed state), and for the root orientation (and every body
    orientation) the tangent-space mean about q_i: q_i * exp(mean_k log(q_i^-1 q_k)), sign-aligned, so it is
@@ -171,6 +175,7 @@ class _Bundle:
     dp: torch.Tensor | None = None  # [B, 3] sampled foot displacements [m] (diagnostics / tests)
     dv: torch.Tensor | None = None  # [B, 3] sampled foot velocity changes [m/s]
     steps_done: int = 0
+    skip: int = 0  # substeps of step t the main world ran before the branch start (bcg.start "contact")
 
 
 class LegJacobian:
@@ -253,9 +258,10 @@ class LegJacobian:
 # Branch stepper: (chunk, target [B, J], q [B, Dq], qd [B, Dv]) -> tuple of outputs [B, ...]; outputs[0] and
 # outputs[1] are the next (q, qd); further outputs (e.g. body poses) are averaged too.
 Stepper = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]
-# Batched branch stepper: (target [M, J], q [M, Dq], qd [M, Dv]) -> outputs [M, ...] for the M = k B branch
-# worlds of every active bundle at once (worlds are independent, so the result is the per-chunk one).
-BatchStepper = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]
+# Batched branch stepper: (target [M, J], q [M, Dq], qd [M, Dv], substeps [M] ints or None) -> outputs [M, ...]
+# for the M = k B branch worlds of every active bundle at once (worlds are independent, so the result is the
+# per-chunk one); substeps: how many substeps each world runs (None: a whole control step).
+BatchStepper = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "torch.Tensor | None"], tuple[torch.Tensor, ...]]
 
 
 class Bundler:
@@ -269,7 +275,7 @@ class Bundler:
 
     def __init__(self, cfg: BCGConfig, step_chunk: Stepper, quat_slices: tuple[slice | None, ...],
                  root_pos: slice = slice(0, 3), root_lin_vel: slice = slice(0, 3),
-                 leg_map: Callable | None = None, step_batch: BatchStepper | None = None):
+                 leg_map: Callable | None = None, step_batch: BatchStepper | None = None, substeps: int = 1):
         self.cfg = cfg
         # "leg" mapping: (q_start [Dq], foot) -> (J+ [n, 3], q indices [n], qd indices [n]); the G1's by default
         self.leg_map = leg_map
@@ -277,12 +283,14 @@ class Bundler:
             self.leg_map = LegJacobian(cfg.leg_damping)
         self.step_chunk = step_chunk
         self.step_batch = step_batch  # when given, every active bundle runs in one call instead of per chunk
+        self.substeps = substeps  # S, substeps per control step (a branch's first step runs S - skip)
         self.num_chunks = cfg.pool_size // cfg.branches
         self.quat_slices = quat_slices
         self.root_pos, self.root_lin_vel = root_pos, root_lin_vel
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.free = list(range(self.num_chunks))
         self.bundles: dict[int, _Bundle] = {}
+        self._admitted: dict[int, int] = {}  # world -> chunk held between admit() and start()
         self.stats = BCGStats()
 
     def reset_stats(self) -> None:
@@ -304,24 +312,45 @@ class Bundler:
         for b in list(self.bundles.values()):
             self._release(b)
         self.bundles.clear()
+        self.free = sorted(self.free + list(self._admitted.values()))
+        self._admitted.clear()
 
     def _release(self, b: _Bundle) -> None:
         self.free.append(b.chunk)
         self.free.sort()
 
-    def trigger(self, world: int, foot: int, q_start: torch.Tensor, qd_start: torch.Tensor) -> bool:
-        """A touchdown of `foot` in `world`; q_start [Dq], qd_start [Dv] are its state at the start of the
-        step. Returns True when a bundle was started."""
-        st, B = self.stats, self.cfg.branches
+    def trigger(self, world: int, foot: int, q_start: torch.Tensor, qd_start: torch.Tensor, skip: int = 0) -> bool:
+        """A touchdown of `foot` in `world`; q_start [Dq], qd_start [Dv] are its state before the impact (at the
+        start of the step, or `skip` substeps into it). Returns True when a bundle was started."""
+        if not self.admit(world, foot):
+            return False
+        self.start(world, foot, q_start, qd_start, skip)
+        return True
+
+    def admit(self, world: int, foot: int) -> bool:
+        """Count a touchdown and say whether it can start a bundle (the world is not in one, a chunk is free);
+        an admitted touchdown holds its chunk until `start`. Lets the caller compute the branch start (a
+        partial step) for admitted touchdowns only."""
+        st = self.stats
         st.triggers += 1
         st.triggers_per_foot[foot] += 1
-        if world in self.bundles:
+        if world in self.bundles or world in self._admitted:
             st.busy += 1
             return False
         if not self.free:
             st.overflow += 1
             return False
-        chunk = self.free.pop(0)
+        self._admitted[world] = self.free.pop(0)
+        return True
+
+    def start(self, world: int, foot: int, q_start: torch.Tensor, qd_start: torch.Tensor, skip: int = 0) -> None:
+        """Start the bundle of an admitted touchdown: B perturbed copies of (q_start [Dq], qd_start [Dv])."""
+        st, B = self.stats, self.cfg.branches
+        if not 0 <= skip < self.substeps:
+            raise ValueError(f"Bundler.start: skip must be in [0, {self.substeps}), got {skip}")
+        if skip and self.step_batch is None:
+            raise ValueError("Bundler.start: a branch start inside a control step needs a batch stepper")
+        chunk = self._admitted.pop(world)
         dp = sample_ball(B, 3, self.cfg.sigma, self.gen, self.cfg.antithetic, q_start.device)
         dv = sample_ball(B, 3, self.cfg.sigma_v, self.gen, self.cfg.antithetic, q_start.device)
         # The offsets carry no gradient: the branches are q_start + offset in one autograd op each (adding 0.0
@@ -334,9 +363,8 @@ class Bundler:
         else:
             off_q[:, self.root_pos], off_qd[:, self.root_lin_vel] = dp, dv
         q, qd = q_start + off_q, qd_start + off_qd
-        self.bundles[world] = _Bundle(world, foot, chunk, q, qd, dp, dv)
+        self.bundles[world] = _Bundle(world, foot, chunk, q, qd, dp, dv, skip=skip)
         st.bundles_started += 1
-        return True
 
     def _step_branches(self, target: torch.Tensor, items: list[tuple[int, _Bundle]]
                        ) -> list[tuple[torch.Tensor, ...]]:
@@ -345,8 +373,12 @@ class Bundler:
         if self.step_batch is None:
             return [self.step_chunk(b.chunk, target[w].expand(B, -1), b.q, b.qd) for w, b in items]
         worlds = torch.as_tensor([w for w, _ in items], device=target.device)
+        skips = [b.skip if b.steps_done == 0 else 0 for _, b in items]  # only a bundle's first step is partial
+        substeps = None
+        if any(skips):
+            substeps = torch.as_tensor([self.substeps - k for k in skips]).repeat_interleave(B)
         out = self.step_batch(target[worlds].repeat_interleave(B, 0), torch.cat([b.q for _, b in items]),
-                              torch.cat([b.qd for _, b in items]))
+                              torch.cat([b.qd for _, b in items]), substeps)
         return [tuple(o[k * B:(k + 1) * B] for o in out) for k in range(len(items))]
 
     def step_and_merge(self, target: torch.Tensor, main_out: tuple[torch.Tensor, ...]

@@ -95,6 +95,10 @@ class BCGConfig:
     # dq = J+ dp, dqd = J+ dv (J: sole-centre translational Jacobian, damped least squares).
     perturbation: str = "base"
     leg_damping: float = 0.03  # [m] DLS damping lambda of J+ = J^T (J J^T + lambda^2 I)^-1; |J+| <= 1/(2 lambda)
+    # Where a touchdown's branches start: "step" at the start of the touchdown's control step; "contact" at the
+    # last substep state before the foot's contact onset in it (native backend only). Both end at the same
+    # control-step boundary, so the bundle spans the same contact; "contact" skips simulating the flight before.
+    start: str = "step"
 
 
 @dataclass
@@ -130,7 +134,9 @@ class SimConfig:
         contact it implements (stable_pd, implicit_contact off); otherwise only `backend` changes."""
         if backend == "newton":
             solver = replace(self.solver, stable_pd=False, implicit_contact=False)
-            return replace(self, backend="newton", sim_dt=self.solver.max_stable_dt, solver=solver).validate()
+            bcg = replace(self.bcg, start="step")  # its simulator has no partial control step
+            return replace(self, backend="newton", sim_dt=self.solver.max_stable_dt, solver=solver,
+                           bcg=bcg).validate()
         return replace(self, backend=backend).validate()
 
     def with_kappa(self, kappa: float) -> SimConfig:
@@ -196,6 +202,9 @@ class SimConfig:
         need(b.perturbation in ("base", "leg"), "bcg.perturbation",
              f"must be 'base' or 'leg', got {b.perturbation!r}")
         need(b.leg_damping > 0, "bcg.leg_damping", f"must be > 0 m, got {b.leg_damping}")
+        need(b.start in ("step", "contact"), "bcg.start", f"must be 'step' or 'contact', got {b.start!r}")
+        need(not (b.start == "contact" and self.backend == "newton"), "bcg.start",
+             "'contact' (branches from the contact-onset substep) needs the native backend; newton: 'step'")
         need(not (b.antithetic and b.branches % 2), "bcg.branches",
              f"antithetic sampling needs an even B, got {b.branches}")
         return self

@@ -107,7 +107,8 @@ class G1DiffEnv:
         if b.enabled:
             self.pool, self._branch_sim = make_branch_pool(self.cfg)
             self.bundler = Bundler(b, self._step_chunk, quat_slices=(_BODY_QUAT, None, _BODY_QUAT, None),
-                                   step_batch=self._step_batch if self._branch_sim is not None else None)
+                                   step_batch=self._step_batch if self._branch_sim is not None else None,
+                                   substeps=self.cfg.substeps)
 
     # ------------------------------------------------------------------ state
     @property
@@ -179,9 +180,32 @@ class G1DiffEnv:
         o = self.pool[chunk].step(target, q, qd)
         return o.joint_q, o.joint_qd, o.body_q, o.body_qd
 
-    def _step_batch(self, target, q, qd):
-        o = self._branch_sim.step(target, q, qd)
+    def _step_batch(self, target, q, qd, substeps=None):
+        o = self._branch_sim.step(target, q, qd, substeps=substeps)
         return o.joint_q, o.joint_qd, o.body_q, o.body_qd
+
+    def _start_bundles(self, touchdown: torch.Tensor, onset: torch.Tensor | None, target: torch.Tensor,
+                       q_in: torch.Tensor, qd_in: torch.Tensor) -> None:
+        """Start a bundle for each admitted touchdown (touchdown [N, 2]) from its world's state before the
+        impact: the step's start (q_in [N, 36], qd_in [N, 35]), or with bcg.start "contact" the last substep
+        state before the foot's contact onset (onset [N, 2], StepOutput.foot_onset), which the branch simulator
+        recomputes differentiably for those worlds in one call (j substeps, j = onset - 1)."""
+        hits = [(w, f) for w, f in touchdown.nonzero().tolist() if self.bundler.admit(w, f)]
+        if not hits:
+            return
+        skips = [0] * len(hits)
+        if self.cfg.bcg.start == "contact":
+            skips = [max(int(onset[w, f]) - 1, 0) for w, f in hits]
+        q0, qd0 = [q_in[w] for w, _ in hits], [qd_in[w] for w, _ in hits]
+        part = [k for k, j in enumerate(skips) if j > 0]
+        if part:
+            ws = torch.as_tensor([hits[k][0] for k in part])
+            o = self._branch_sim.step(target[ws], q_in[ws], qd_in[ws],
+                                      substeps=torch.as_tensor([skips[k] for k in part]))
+            for i, k in enumerate(part):
+                q0[k], qd0[k] = o.joint_q[i], o.joint_qd[i]
+        for (w, f), q, qd, j in zip(hits, q0, qd0, skips):
+            self.bundler.start(w, f, q, qd, skip=j)
 
     def step(self, actions: torch.Tensor) -> EnvStep:
         """Apply actions [N, 29] for one control period (cfg.substeps substeps)."""
@@ -199,8 +223,7 @@ class G1DiffEnv:
         self._prev_foot_peak = o.foot_force_peak
         bundled = torch.zeros(self.num_worlds, dtype=torch.bool, device=self.device)
         if self.bundler is not None:
-            for w, f in touchdown.nonzero().tolist():
-                self.bundler.trigger(w, f, q_in[w], qd_in[w])
+            self._start_bundles(touchdown, o.foot_onset, target, q_in, qd_in)
             outs, merged = self.bundler.step_and_merge(target, outs)
             bundled[merged] = True
         self.joint_q, self.joint_qd, body_q, body_qd = outs

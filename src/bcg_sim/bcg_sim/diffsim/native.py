@@ -108,8 +108,8 @@ def _load() -> ctypes.CDLL:
             lib.g1dyn_create.argtypes = [I, P, P, P, P, P, P, P, P, I, P, P, P, P, D, D, D, D, D, I, I, I, D, I, P, P]
             lib.g1dyn_destroy.argtypes = [P]
             lib.g1dyn_set_joint_limits.argtypes = [P, P, P, D, D]
-            lib.g1dyn_forward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, I]
-            lib.g1dyn_backward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, I]
+            lib.g1dyn_forward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, P, P, I]
+            lib.g1dyn_backward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, P, I]
             _lib = lib
         return _lib
 
@@ -412,32 +412,44 @@ class NativeSimulator:
         q = torch.as_tensor(self.m.default_joint_q, dtype=torch.float32).expand(self.num_worlds, -1).clone()
         return q, torch.zeros(self.num_worlds, DOFS_PER_WORLD)
 
-    def step(self, target_q: torch.Tensor, joint_q: torch.Tensor, joint_qd: torch.Tensor) -> StepOutput:
-        """One control period for all worlds; Newton layout in and out (see bridge.Simulator.step)."""
+    def step(self, target_q: torch.Tensor, joint_q: torch.Tensor, joint_qd: torch.Tensor,
+             substeps: torch.Tensor | None = None) -> StepOutput:
+        """One control period for all worlds; Newton layout in and out (see bridge.Simulator.step).
+
+        substeps [n] ints in 0..cfg.substeps (None: all): world i runs only substeps[i] substeps and its outputs
+        are of that state (BCG's partial steps: the main world up to a foot's contact onset, its branches from
+        there to the end of the control step). `StepOutput.foot_onset` says where contact began."""
         n = target_q.shape[0] if self.any_batch else self.num_worlds
         for name, t, shape in (("target_q", target_q, (n, NUM_JOINTS)), ("joint_q", joint_q, (n, COORDS_PER_WORLD)),
                                ("joint_qd", joint_qd, (n, DOFS_PER_WORLD))):
             if tuple(t.shape) != shape:
                 raise ValueError(f"Simulator.step: {name} has shape {tuple(t.shape)}, expected {shape}")
+        nsub = None
+        if substeps is not None:
+            nsub = np.ascontiguousarray(np.asarray(substeps, dtype=np.int32).reshape(-1))
+            if nsub.shape != (n,) or nsub.min(initial=0) < 0 or nsub.max(initial=0) > self.substeps:
+                raise ValueError(f"Simulator.step: substeps must be [{n}] ints in 0..{self.substeps}, got {substeps}")
         v = newton_to_pin_velocity(joint_q, joint_qd, self._root_com)
         diag = {}
-        q1, v1, body_q, body_qd = _NativeStep.apply(self, diag, target_q, joint_q, v)
+        q1, v1, body_q, body_qd = _NativeStep.apply(self, diag, nsub, target_q, joint_q, v)
         return StepOutput(joint_q=q1, joint_qd=pin_to_newton_velocity(q1, v1, self._root_com),
                                 body_q=body_q, body_qd=body_qd, **diag)
 
     # used by _NativeStep
-    def _forward(self, target: np.ndarray, q: np.ndarray, v: np.ndarray):
+    def _forward(self, target: np.ndarray, q: np.ndarray, v: np.ndarray, nsub: np.ndarray | None = None):
         n, S = q.shape[0], self.substeps
         traj_q = np.empty((n, S + 1, COORDS_PER_WORLD))
         traj_v = np.empty((n, S + 1, DOFS_PER_WORLD))
         fn, peak, pen = (np.empty((n, 2)) for _ in range(3))
+        onset = np.empty((n, 2), dtype=np.int32)
         nb = self.m.bodies_per_world
         body_q, body_qd = np.empty((n, nb, 7)), np.empty((n, nb, 6))
         self._lib.g1dyn_forward(self._h, n, _ptr(q), _ptr(v), _ptr(target), _ptr(traj_q), _ptr(traj_v),
-                                _ptr(fn), _ptr(peak), _ptr(pen), _ptr(body_q), _ptr(body_qd), self.threads)
-        return traj_q, traj_v, fn, peak, pen, body_q, body_qd
+                                _ptr(fn), _ptr(peak), _ptr(pen), _ptr(body_q), _ptr(body_qd), _iptr(nsub),
+                                _ptr(onset), self.threads)
+        return traj_q, traj_v, fn, peak, pen, onset, body_q, body_qd
 
-    def _backward(self, traj_q, traj_v, target, gq_tan, gv, g_body_q=None, g_body_qd=None):
+    def _backward(self, traj_q, traj_v, target, gq_tan, gv, g_body_q=None, g_body_qd=None, nsub=None):
         """Reverse mode of one control step: gradients at its last state (tangent) and of its body outputs
         (None: zero) -> (tangent gradient at the first state, velocity gradient, target gradient)."""
         n = target.shape[0]
@@ -451,8 +463,13 @@ class NativeSimulator:
         gbq = ctypes.c_void_p(None) if g_body_q is None else _ptr(g_body_q)
         gbqd = ctypes.c_void_p(None) if g_body_qd is None else _ptr(g_body_qd)
         self._lib.g1dyn_backward(self._h, n, _ptr(traj_q), _ptr(traj_v), _ptr(target), _ptr(gq_tan), _ptr(gv),
-                                 gbq, gbqd, _ptr(gq_in), _ptr(gv_in), _ptr(g_t), self.threads)
+                                 gbq, gbqd, _ptr(gq_in), _ptr(gv_in), _ptr(g_t), _iptr(nsub), self.threads)
         return gq_in, gv_in, g_t
+
+
+def _iptr(a: np.ndarray | None) -> ctypes.c_void_p:
+    """Pointer to an int32 array, or NULL."""
+    return ctypes.c_void_p(None) if a is None else _ptr(a)
 
 
 def _np64(t: torch.Tensor) -> np.ndarray:
@@ -461,22 +478,24 @@ def _np64(t: torch.Tensor) -> np.ndarray:
 
 class _NativeStep(torch.autograd.Function):
     """(target [N, 29], q [N, 36], v [N, 35] Pinocchio layout) -> (q', v', body_q' [N, 30, 7], body_qd' [N, 30, 6])
-    after one control step."""
+    after one control step (or nsub [N] substeps per world; None: all)."""
 
     @staticmethod
-    def forward(ctx, sim: NativeSimulator, diag: dict, target, q, v):
+    def forward(ctx, sim: NativeSimulator, diag: dict, nsub, target, q, v):
         t64 = _np64(target)
-        traj_q, traj_v, fn, peak, pen, body_q, body_qd = sim._forward(t64, _np64(q), _np64(v))
+        traj_q, traj_v, fn, peak, pen, onset, body_q, body_qd = sim._forward(t64, _np64(q), _np64(v), nsub)
         diag.update(foot_force=torch.as_tensor(fn, dtype=torch.float32),
                     foot_force_peak=torch.as_tensor(peak, dtype=torch.float32),
-                    foot_penetration=torch.as_tensor(pen, dtype=torch.float32))
-        ctx.sim, ctx.traj, ctx.target = sim, (traj_q, traj_v), t64
+                    foot_penetration=torch.as_tensor(pen, dtype=torch.float32),
+                    foot_onset=torch.as_tensor(onset, dtype=torch.long))
+        ends = np.arange(q.shape[0]), (np.full(q.shape[0], sim.substeps) if nsub is None else nsub)
+        ctx.sim, ctx.traj, ctx.target, ctx.nsub = sim, (traj_q, traj_v), t64, nsub
         ctx.q_in = q.detach()
-        q1 = torch.as_tensor(traj_q[:, -1], dtype=torch.float32)
+        q1 = torch.as_tensor(traj_q[ends], dtype=torch.float32)
         # detached: an output tensor kept on ctx as-is forms an output -> grad_fn -> ctx -> output cycle that
         # Python's gc cannot see, so every step's graph (trajectories included) leaked (~8 MB per SHAC iteration)
         ctx.q_out = q1.detach()
-        return (q1, torch.as_tensor(traj_v[:, -1], dtype=torch.float32),
+        return (q1, torch.as_tensor(traj_v[ends], dtype=torch.float32),
                 torch.as_tensor(body_q, dtype=torch.float32), torch.as_tensor(body_qd, dtype=torch.float32))
 
     @staticmethod
@@ -502,8 +521,9 @@ class _NativeStep(torch.autograd.Function):
             g_tan = _coords_grad_to_tangent(pick(ctx.q_out).double(), pick(g_q).double())
             gq_in, gv_in, gt = ctx.sim._backward(*(sel(a) for a in ctx.traj), sel(ctx.target), _np64(g_tan),
                                                  _np64(pick(g_v)), None if g_bq is None else _np64(pick(g_bq)),
-                                                 None if g_bqd is None else _np64(pick(g_bqd)))
+                                                 None if g_bqd is None else _np64(pick(g_bqd)),
+                                                 None if ctx.nsub is None else np.ascontiguousarray(sel(ctx.nsub)))
             g_t[rows] = torch.as_tensor(gt, dtype=torch.float32)
             g_q_in[rows] = _tangent_grad_to_coords(pick(ctx.q_in).double(), torch.as_tensor(gq_in)).float()
             g_v_in[rows] = torch.as_tensor(gv_in, dtype=torch.float32)
-        return None, None, g_t, g_q_in, g_v_in
+        return None, None, None, g_t, g_q_in, g_v_in

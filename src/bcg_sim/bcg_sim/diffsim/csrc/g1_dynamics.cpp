@@ -500,9 +500,12 @@ int g1dyn_nv(void* h) { return static_cast<Sim*>(h)->nv; }
 // One control step for n worlds. q0 [n, nq], v0 [n, nv], target [n, 29] in; traj_q [n, S+1, nq] and
 // traj_v [n, S+1, nv] out (kept by the caller for backward); foot_fn, foot_peak, foot_pen [n, 2] out
 // (normal force at the end, its max over substep ends, deepest penetration at the end).
+// nsub [n] (nullable: S each): substeps world i runs, 0..S; its last state is traj[i, nsub[i]] and the outputs
+// are of that state. onset [n, 2] out (nullable): per foot the first substep end k in 1..nsub[i] whose state
+// has a normal force on the sole, -1 if none (BCG starts its branches at state k - 1, just before contact).
 void g1dyn_forward(void* h, int n, const double* q0, const double* v0, const double* target, double* traj_q,
                    double* traj_v, double* foot_fn, double* foot_peak, double* foot_pen, double* body_q,
-                   double* body_qd, int threads) {
+                   double* body_qd, const int* nsub, int* onset, int threads) {
   const Sim& s = *static_cast<Sim*>(h);
   int S = s.p.substeps, nq = s.nq, nv = s.nv, nh = nv - 6;
   parallel_worlds(n, threads, [&](int, int lo, int hi) {
@@ -510,6 +513,7 @@ void g1dyn_forward(void* h, int n, const double* q0, const double* v0, const dou
     VectorXd q(nq), v(nv), qn(nq), vn(nv);
     FootStats st;
     for (int i = lo; i < hi; ++i) {
+      int ns = nsub ? nsub[i] : S;
       q = Eigen::Map<const VectorXd>(q0 + (size_t)i * nq, nq);
       v = Eigen::Map<const VectorXd>(v0 + (size_t)i * nv, nv);
       q.segment<4>(3).normalize();
@@ -518,9 +522,15 @@ void g1dyn_forward(void* h, int n, const double* q0, const double* v0, const dou
       Eigen::Map<VectorXd>(tq, nq) = q;
       Eigen::Map<VectorXd>(tv, nv) = v;
       double peak[2] = {0, 0};
-      for (int k = 0; k < S; ++k) {
+      int first[2] = {-1, -1};
+      for (int k = 0; k < ns; ++k) {
         substep_forward(s, w, q, v, target + (size_t)i * nh, qn, vn, st);
-        if (k > 0) for (int f = 0; f < 2; ++f) peak[f] = std::max(peak[f], st.fn[f]);
+        if (k > 0) {
+          for (int f = 0; f < 2; ++f) {
+            peak[f] = std::max(peak[f], st.fn[f]);
+            if (first[f] < 0 && st.fn[f] > 0.0) first[f] = k;  // st: the stats of state k (this substep's start)
+          }
+        }
         q = qn;
         v = vn;
         Eigen::Map<VectorXd>(tq + (size_t)(k + 1) * nq, nq) = q;
@@ -532,26 +542,29 @@ void g1dyn_forward(void* h, int n, const double* q0, const double* v0, const dou
       body_outputs(s, w, q_root, body_q + (size_t)i * nb * 7, body_qd + (size_t)i * nb * 6);
       contact_fext(s, w, st, false);
       for (int f = 0; f < 2; ++f) {
+        if (ns > 0 && first[f] < 0 && st.fn[f] > 0.0) first[f] = ns;
         peak[f] = std::max(peak[f], st.fn[f]);
         foot_fn[2 * i + f] = st.fn[f];
         foot_peak[2 * i + f] = peak[f];
         foot_pen[2 * i + f] = std::max(0.0, st.pen[f]);
+        if (onset) onset[2 * i + f] = first[f];
       }
     }
   });
 }
 
 // Reverse mode through one control step. gq_out [n, nv] (tangent at the last q), gv_out [n, nv] in;
-// gq_in [n, nv] (tangent at the first q), gv_in [n, nv], g_target [n, 29] out.
+// gq_in [n, nv] (tangent at the first q), gv_in [n, nv], g_target [n, 29] out. nsub as in g1dyn_forward.
 void g1dyn_backward(void* h, int n, const double* traj_q, const double* traj_v, const double* target,
                     const double* gq_out, const double* gv_out, const double* g_body_q, const double* g_body_qd,
-                    double* gq_in, double* gv_in, double* g_target, int threads) {
+                    double* gq_in, double* gv_in, double* g_target, const int* nsub, int threads) {
   const Sim& s = *static_cast<Sim*>(h);
   int S = s.p.substeps, nq = s.nq, nv = s.nv, nh = nv - 6;
   parallel_worlds(n, threads, [&](int, int lo, int hi) {
     Work w(s);
     VectorXd q(nq), v(nv), vn(nv), gq(nv), gv(nv);
     for (int i = lo; i < hi; ++i) {
+      int ns = nsub ? nsub[i] : S;
       const double* tq = traj_q + (size_t)i * (S + 1) * nq;
       const double* tv = traj_v + (size_t)i * (S + 1) * nv;
       gq = Eigen::Map<const VectorXd>(gq_out + (size_t)i * nv, nv);
@@ -560,13 +573,13 @@ void g1dyn_backward(void* h, int n, const double* traj_q, const double* traj_v, 
       std::fill(gt, gt + nh, 0.0);
       if (g_body_q != nullptr) {  // the body outputs of the last state
         size_t nb = s.p.body_joint.size();
-        q = Eigen::Map<const VectorXd>(tq + (size_t)S * nq, nq);
-        v = Eigen::Map<const VectorXd>(tv + (size_t)S * nv, nv);
+        q = Eigen::Map<const VectorXd>(tq + (size_t)ns * nq, nq);
+        v = Eigen::Map<const VectorXd>(tv + (size_t)ns * nv, nv);
         kinematics(w, q, v);
         Eigen::Quaterniond q_root(q[6], q[3], q[4], q[5]);
         body_outputs_backward(s, w, q_root, g_body_q + (size_t)i * nb * 7, g_body_qd + (size_t)i * nb * 6, gq, gv);
       }
-      for (int k = S - 1; k >= 0; --k) {
+      for (int k = ns - 1; k >= 0; --k) {
         q = Eigen::Map<const VectorXd>(tq + (size_t)k * nq, nq);
         v = Eigen::Map<const VectorXd>(tv + (size_t)k * nv, nv);
         vn = Eigen::Map<const VectorXd>(tv + (size_t)(k + 1) * nv, nv);
