@@ -264,7 +264,8 @@ def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: 
     st = env.bcg_stats()
     return dict(backend=backend, bcg=bcg, worlds=n, horizon=horizon, threads=threads, seconds=min(times),
                 samples_per_s=n * horizon / min(times), peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
-                bundles=st.bundles_completed, overflow=st.overflow, substeps=cfg.substeps, sim_dt=cfg.sim_dt)
+                bundles=st.bundles_completed, overflow=st.overflow, substeps=cfg.substeps, sim_dt=cfg.sim_dt,
+                branches=cfg.bcg.branches, bcg_horizon=cfg.bcg.horizon, bcg_start=cfg.bcg.start)
 
 
 def run_cells(cells: list[tuple], n: int, horizon: int, repeats: int) -> list[dict]:
@@ -292,7 +293,9 @@ def run_cells(cells: list[tuple], n: int, horizon: int, repeats: int) -> list[di
 
 def overhead_pairs(n: int, horizon: int, repeats: int, pairs: int) -> None:
     """Native BCG overhead (time on / off) from `pairs` alternating off/on cells, one process and two."""
-    print(f"\nnative BCG overhead, N={n} x {horizon}, kappa 300, {pairs} alternating off/on pairs per layout", flush=True)
+    b = load_sim_config().bcg
+    print(f"\nnative BCG overhead, N={n} x {horizon}, kappa 300, B {b.branches} x H {b.horizon}, start {b.start}, "
+          f"{pairs} alternating off/on pairs per layout", flush=True)
     for procs in (1, 2):
         worlds = n // procs if procs == 2 else None
         ratios = []
@@ -310,6 +313,8 @@ def overhead_pairs(n: int, horizon: int, repeats: int, pairs: int) -> None:
 def shac_table(n: int, horizon: int, repeats: int) -> None:
     print(f"\nSHAC-shaped iteration: N={n} worlds x {horizon} control steps, kappa 300, policy gains, MLP policy, "
           f"tracking cost on '{SHAC_MOTION}', fwd + backward + Adam; each cell its own process", flush=True)
+    b = load_sim_config().bcg
+    print(f"BCG: B {b.branches} x H {b.horizon}, branches start at the {b.start} (native; newton: the step)", flush=True)
     cells = [[("newton", False, 1, None)], [("newton", True, 1, None)], [("native", False, 1, None)],
              [("native", True, 1, None)], [("native", True, 2, None)],
              [("native", False, 1, n // 2), ("native", False, 1, n // 2)],

@@ -63,10 +63,20 @@ def test_config_file_loads_and_derives_contact_law():
     ({"bcg": {"pool": 3}}, "pool"),  # unknown key
     ({"bcg": {"branches": 4, "pool_size": 6}}, "bcg.pool_size"),
     ({"actuation": {"gains": "soft"}}, "actuation.gains"),
+    ({"bcg": {"start": "touchdown"}}, "bcg.start"),
+    ({"backend": "newton", "bcg": {"start": "contact"}}, "bcg.start"),  # no partial steps on newton
 ])
 def test_bad_config_raises_clear_error(patch, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         sim_config_from_dict(patch)
+
+
+def test_newton_backend_bundles_from_the_step_start():
+    """config/sim.yaml starts branches at the contact onset (native); on newton the same config starts them at
+    the touchdown step's start, which its simulator can re-run."""
+    c = load_sim_config()
+    assert c.backend == "native" and c.bcg.start == "contact"
+    assert c.with_backend("newton").bcg.start == "step"
 
 
 def test_stiff_contact_tightens_dt_bound():

@@ -86,10 +86,13 @@ def test_reverse_mode_is_exact_past_the_joint_ranges():
     assert_reverse_mode_exact(sim, q, qd, tgt)
 
 
-def assert_reverse_mode_exact(sim, q_t, qd_t, tgt):
+def assert_reverse_mode_exact(sim, q_t, qd_t, tgt, substeps=None):
     """The C++ adjoint of one control step from (q_t, qd_t) [1, ...] under targets tgt [29] equals central finite
     differences of the double-precision step, for a loss on the last state and the body poses/twists, w.r.t.
-    the initial coordinates (quaternion included), velocities and PD targets."""
+    the initial coordinates (quaternion included), velocities and PD targets. substeps: a partial step's
+    substep count (None: the whole step)."""
+    nsub = None if substeps is None else np.array([substeps], dtype=np.int32)
+    end = sim.substeps if substeps is None else substeps
     q = q_t.double().numpy().copy()
     v = newton_to_pin_velocity(q_t, qd_t, sim._root_com).double().numpy().copy()
     t = tgt[None].double().numpy().copy()
@@ -98,13 +101,14 @@ def assert_reverse_mode_exact(sim, q_t, qd_t, tgt):
     wbq, wbqd = rng.standard_normal((1, 30, 7)), 0.1 * rng.standard_normal((1, 30, 6))
 
     def loss(q_, v_, t_):
-        tq, tv, _, _, _, bq, bqd = sim._forward(np.ascontiguousarray(t_), np.ascontiguousarray(q_),
-                                                np.ascontiguousarray(v_))
-        return float(tq[0, -1] @ wq + tv[0, -1] @ wv + (bq * wbq).sum() + (bqd * wbqd).sum()), tq, tv
+        tq, tv, _, _, _, _, bq, bqd = sim._forward(np.ascontiguousarray(t_), np.ascontiguousarray(q_),
+                                                   np.ascontiguousarray(v_), nsub)
+        return float(tq[0, end] @ wq + tv[0, end] @ wv + (bq * wbq).sum() + (bqd * wbqd).sum()), tq, tv
 
     _, tq, tv = loss(q, v, t)
-    g_tan = _coords_grad_to_tangent(torch.as_tensor(tq[:, -1]), torch.as_tensor(wq[None])).numpy()
-    gq, gv, gt = sim._backward(tq, tv, t, np.ascontiguousarray(g_tan), np.ascontiguousarray(wv[None]), wbq, wbqd)
+    g_tan = _coords_grad_to_tangent(torch.as_tensor(tq[:, end]), torch.as_tensor(wq[None])).numpy()
+    gq, gv, gt = sim._backward(tq, tv, t, np.ascontiguousarray(g_tan), np.ascontiguousarray(wv[None]), wbq, wbqd,
+                               nsub)
     gq = _tangent_grad_to_coords(torch.as_tensor(q), torch.as_tensor(gq)).numpy()
     eps = 1e-7
     for which, x, g in (("q", q, gq), ("v", v, gv), ("target", t, gt)):
@@ -116,6 +120,54 @@ def assert_reverse_mode_exact(sim, q_t, qd_t, tgt):
             args = {"q": lambda y: (y, v, t), "v": lambda y: (q, y, t), "target": lambda y: (q, v, y)}[which]
             fd[j] = (loss(*args(xp))[0] - loss(*args(xm))[0]) / (2 * eps)
         assert np.abs(fd - g[0]).max() < 1e-4 * np.abs(fd).max(), which
+
+
+def test_reverse_mode_is_exact_for_a_partial_step():
+    """A partial control step (4 of the 10 substeps, as BCG's re-run up to a contact onset), standing on the
+    ground: its adjoint equals central finite differences too."""
+    sim = NativeSimulator(native_cfg(kappa=300.0), 1)
+    q, qd = sim.default_state()
+    tgt = targets(sim, 3)
+    with torch.no_grad():
+        for k in range(3):
+            o = sim.step(tgt[k][None], q, qd)
+            q, qd = o.joint_q, o.joint_qd
+    assert (o.foot_force > 50).all()
+    assert_reverse_mode_exact(sim, q, qd, tgt[-1], substeps=4)
+
+
+def test_partial_steps_compose_and_report_the_contact_onset():
+    """A world dropped 4 cm: in the step where its first foot lands mid-step, foot_onset k says where --
+    k - 1 substeps leave that sole unloaded, k load it -- and j then S - j substeps give the whole step (to the
+    float32 rounding of the state in between); 0 substeps give the input state back; bad counts are errors."""
+    sim = NativeSimulator(native_cfg(kappa=300.0), 1, any_batch=True)
+    S = sim.substeps
+    q, qd = sim.default_state()
+    q[0, 2] += 0.04
+    tgt = targets(sim, 1)
+    with torch.no_grad():
+        for _ in range(10):
+            o = sim.step(tgt, q, qd)
+            if (o.foot_onset >= 2).any():
+                break
+            assert (o.foot_onset == -1).all()  # in the air before
+            q, qd = o.joint_q, o.joint_qd
+        f = int((o.foot_onset[0] >= 2).nonzero()[0])
+        k = int(o.foot_onset[0, f])
+        assert 2 <= k <= S
+        assert sim.step(tgt, q, qd, substeps=[k - 1]).foot_force[0, f] == 0.0
+        assert sim.step(tgt, q, qd, substeps=[k]).foot_force[0, f] > 0.0
+        part = sim.step(tgt, q, qd, substeps=[k - 1])
+        rest = sim.step(tgt, part.joint_q, part.joint_qd, substeps=[S - k + 1])
+        torch.testing.assert_close(rest.joint_q, o.joint_q, rtol=0, atol=1e-5)
+        torch.testing.assert_close(rest.joint_qd, o.joint_qd, rtol=0, atol=1e-4)
+        torch.testing.assert_close(rest.body_q, o.body_q, rtol=0, atol=1e-5)
+        same = sim.step(tgt, q, qd, substeps=[0])
+        torch.testing.assert_close(same.joint_q, q, rtol=0, atol=1e-6)
+        torch.testing.assert_close(same.joint_qd, qd, rtol=0, atol=1e-5)
+        for bad in ([S + 1], [-1], [1, 2]):
+            with pytest.raises(ValueError, match="substeps"):
+                sim.step(tgt, q, qd, substeps=bad)
 
 
 def test_threads_give_identical_results():

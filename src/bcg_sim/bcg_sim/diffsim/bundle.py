@@ -139,6 +139,7 @@ class BCGStats:
     overflow: int = 0  # touchdowns not bundled because the pool had < B free slots
     busy: int = 0  # touchdowns not bundled because the world was already in a bundle
     cancelled: int = 0  # bundles dropped by a reset of their world
+    start_substeps: int = 0  # sum over started bundles of their branch start's substep in the step (bcg.start)
     pool_steps: int = 0  # control steps in which the pool ran
     pool_slots_used_max: int = 0
     pool_slot_steps: int = 0  # sum over pool steps of slots in use (mean use = this / pool_steps)
@@ -365,6 +366,7 @@ class Bundler:
         q, qd = q_start + off_q, qd_start + off_qd
         self.bundles[world] = _Bundle(world, foot, chunk, q, qd, dp, dv, skip=skip)
         st.bundles_started += 1
+        st.start_substeps += skip
 
     def _step_branches(self, target: torch.Tensor, items: list[tuple[int, _Bundle]]
                        ) -> list[tuple[torch.Tensor, ...]]:
