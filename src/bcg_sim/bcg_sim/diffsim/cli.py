@@ -137,7 +137,8 @@ def run_track(cfg, clip_name: str, seconds: float, worlds: int) -> dict:
     """Open-loop PD replay of a reference clip: `worlds` starts spread over the clip's first half, each reset to
     the clip's state and driven by PD targets = the clip's joint positions one control step ahead. Returns the
     mean per-body position error [m] against the clip's own body positions (MuJoCo FK of its frames) over the
-    replay, and the fraction of worlds that fell. Measures how closely the simulator follows a motion it is
+    replay (with its standard error over the starts and each start's own mean), and the fraction of worlds that
+    fell (pelvis below termination.min_root_height at any step). Measures how closely the simulator follows a motion it is
     asked to track with no policy (physics fidelity under PD, not a controller)."""
     import torch
 
@@ -164,29 +165,56 @@ def run_track(cfg, clip_name: str, seconds: float, worlds: int) -> dict:
             target = torch.as_tensor(clip.joint_pos[f], dtype=torch.float32)
             out = env.step((target - env.default_joint_pos) / scale)  # action whose PD target is the clip's pose
             fell |= out.fell.numpy()
-            errs.append(np.linalg.norm(out.body_pos_w.numpy() - ref_body[f], axis=-1).mean())
+            errs.append(np.linalg.norm(out.body_pos_w.numpy() - ref_body[f], axis=-1).mean(axis=-1))  # [worlds]
+    per_world = np.mean(errs, axis=0)  # [worlds] time-averaged mean per-body error [m]
     return dict(clip=clip_name, backend=cfg.backend, sim_dt=cfg.sim_dt, kappa=cfg.contact.kappa, seconds=seconds,
-                worlds=worlds, body_error_mean=float(np.mean(errs)), body_error_final=float(errs[-1]),
+                worlds=worlds, body_error_mean=float(per_world.mean()), body_error_se=_standard_error(per_world),
+                body_error_final=float(np.mean(errs[-1])), body_error_per_world=per_world.tolist(),
                 fell=float(fell.mean()))
+
+
+def _standard_error(x: np.ndarray) -> float:
+    """Standard error of the mean over starts (0 for a single start)."""
+    return float(np.std(x, ddof=1) / math.sqrt(len(x))) if len(x) > 1 else 0.0
 
 
 def _track(args) -> int:
     from bcg_sim.diffsim import load_sim_config
 
+    if args.worlds < 1 or args.seconds <= 0:
+        raise ConfigError(f"track: --worlds must be >= 1 and --seconds > 0, got {args.worlds} and {args.seconds}")
     base = load_sim_config(args.config)
     if args.kappa is not None:
         base = base.with_kappa(args.kappa)
     base = dc.replace(base, actuation=dc.replace(base.actuation, gains=args.gains)).validate()
     print(f"open-loop PD replay, {args.seconds:g} s, {args.worlds} starts per clip, kappa {base.contact.kappa:g} kN/m, "
-          f"{args.gains} gains: mean per-body position error vs the clip [mm] (final), fraction fallen")
+          f"{args.gains} gains: mean per-body position error vs the clip [mm] +- standard error over the starts, "
+          "fraction fallen")
     print(f"{'clip':>7} " + " ".join(f"{b:>24}" for b in args.backends))
+    rows = []
     for clip in args.clips:
-        cells = []
-        for b in args.backends:
-            r = run_track(base.with_backend(b), clip, args.seconds, args.worlds)
-            cells.append(f"{r['body_error_mean'] * 1e3:7.1f} ({r['body_error_final'] * 1e3:6.1f}) {r['fell']:4.2f}")
-        print(f"{clip:>7} " + " ".join(f"{c:>24}" for c in cells), flush=True)
+        try:
+            cells = [run_track(base.with_backend(b), clip, args.seconds, args.worlds) for b in args.backends]
+        except (KeyError, ValueError) as exc:  # unknown clip, or shorter than the replay
+            raise ConfigError(f"track: {exc}") from None
+        print(f"{clip:>7} " + " ".join(f"{1e3 * r['body_error_mean']:8.1f} +- {1e3 * r['body_error_se']:4.1f} "
+                                       f"{r['fell']:5.2f}" for r in cells), flush=True)
+        rows += cells
+        for r in cells[:-1]:  # paired over the same starts: each backend against the last one named
+            _print_paired(r, cells[-1])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+        print(f"wrote {args.json}")
     return 0
+
+
+def _print_paired(a: dict, b: dict) -> None:
+    """The difference of two backends' errors on the same starts: mean and its standard error [mm]."""
+    d = 1e3 * (np.asarray(a["body_error_per_world"]) - np.asarray(b["body_error_per_world"]))
+    print(f"{'':>7}   {a['backend']} - {b['backend']}: {d.mean():+.2f} +- {_standard_error(d):.2f} mm "
+          f"({100 * d.mean() / (1e3 * b['body_error_mean']):+.2f} %; {b['backend']}'s own standard error "
+          f"{1e3 * b['body_error_se']:.2f} mm)")
 
 
 def _warmup(args) -> int:
@@ -222,6 +250,7 @@ def main(argv=None) -> int:
     t.add_argument("--worlds", type=int, default=4, help="start frames per clip (default %(default)s)")
     t.add_argument("--kappa", type=float, default=None, help="contact stiffness [kN/m] (default: config)")
     t.add_argument("--gains", choices=("stand", "policy"), default="policy", help="PD gains (default %(default)s)")
+    t.add_argument("--json", default=None, help="write every clip x backend result (per-start errors too) here")
     t.set_defaults(func=_track)
     w = sub.add_parser("warmup", help="compile and cache the Warp kernels and the native backend")
     w.add_argument("--config", default="sim")
