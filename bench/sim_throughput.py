@@ -307,8 +307,11 @@ def overhead_pairs(n: int, horizon: int, repeats: int, pairs: int) -> None:
             cpu_off, cpu_on = (max(g["cpu_seconds"] for g in group) for group in res)
             ratios.append(on / off)
             cpu_ratios.append(cpu_on / cpu_off)
+            halves = ""
+            if procs > 1:  # the slower half sets the pace: show how the halves' work and bundles differ
+                halves = "; halves on " + " / ".join(f"{g['seconds']:.2f} s ({g['bundles']} bundles)" for g in res[1])
             print(f"  {procs} process{'es' if procs > 1 else ''}, pair {k + 1}: off {off:.2f} s, on {on:.2f} s, "
-                  f"{on / off:.2f}x (CPU {cpu_off:.2f} / {cpu_on:.2f} s, {cpu_on / cpu_off:.2f}x)", flush=True)
+                  f"{on / off:.2f}x (CPU {cpu_off:.2f} / {cpu_on:.2f} s, {cpu_on / cpu_off:.2f}x){halves}", flush=True)
         r, c = np.array(ratios), np.array(cpu_ratios)
         print(f"{procs} process{'es' if procs > 1 else ''}: overhead median {np.median(r):.2f}x (range "
               f"{r.min():.2f}-{r.max():.2f}x over {pairs} pairs); CPU time median {np.median(c):.2f}x "
