@@ -138,8 +138,8 @@ def run_track(cfg, clip_name: str, seconds: float, worlds: int) -> dict:
     the clip's state and driven by PD targets = the clip's joint positions one control step ahead. Returns the
     mean per-body position error [m] against the clip's own body positions (MuJoCo FK of its frames) over the
     replay (with its standard error over the starts and each start's own mean), and the fraction of worlds that
-    fell (pelvis below termination.min_root_height at any step). Measures how closely the simulator follows a motion it is
-    asked to track with no policy (physics fidelity under PD, not a controller)."""
+    fell (pelvis below termination.min_root_height at any step). Measures how closely the simulator follows a
+    motion it is asked to track with no policy (physics fidelity under PD, not a controller)."""
     import torch
 
     from bcg_sim import motion as motion_lib
