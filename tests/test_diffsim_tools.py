@@ -1,4 +1,5 @@
-"""Smoke tests of the diffsim tools: `bcg-sim parity` (bcg_sim vs MuJoCo), `bcg-sim track`, `bcg-gradvar`, bench/cuda_check.py."""
+"""Smoke tests of the diffsim tools: `bcg-sim parity` (bcg_sim vs MuJoCo), `bcg-sim track`, `bcg-gradvar`,
+bench/cuda_check.py."""
 
 from __future__ import annotations
 
