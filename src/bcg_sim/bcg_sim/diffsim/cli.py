@@ -133,8 +133,8 @@ def _parity(args) -> int:
     return 0
 
 
-def run_track(cfg, clip_name: str, seconds: float, worlds: int) -> dict:
-    """Open-loop PD replay of a reference clip: `worlds` starts spread over the clip's first half, each reset to
+def run_track(cfg, clip, seconds: float, worlds: int) -> dict:
+    """Open-loop PD replay of a reference clip (a `bcg_sim.motion.Motion`): `worlds` starts spread over the clip's first half, each reset to
     the clip's state and driven by PD targets = the clip's joint positions one control step ahead. Returns the
     mean per-body position error [m] against the clip's own body positions (MuJoCo FK of its frames) over the
     replay (with its standard error over the starts and each start's own mean), and the fraction of worlds that
@@ -142,16 +142,14 @@ def run_track(cfg, clip_name: str, seconds: float, worlds: int) -> dict:
     motion it is asked to track with no policy (physics fidelity under PD, not a controller)."""
     import torch
 
-    from bcg_sim import motion as motion_lib
     from bcg_sim.diffsim import G1DiffEnv
     from bcg_sim.motion.kinematics import forward_kinematics
 
-    clip = motion_lib.load(clip_name)
     steps = int(round(seconds * cfg.control_hz))
     stride = clip.fps * cfg.control_dt  # clip frames per control step
     last = clip.num_frames - 1 - int(np.ceil(steps * stride))
     if last < 0:
-        raise ValueError(f"clip {clip_name!r} is shorter than {seconds} s")
+        raise ConfigError(f"track: clip {clip.name!r} is shorter than {seconds} s")
     frames = np.linspace(0, min(last, clip.num_frames // 2), worlds).round().astype(int)
     qpos = np.concatenate([clip.root_pos_w, clip.root_quat_w, clip.joint_pos], axis=1)
     ref_body, _ = forward_kinematics(qpos)
@@ -167,7 +165,7 @@ def run_track(cfg, clip_name: str, seconds: float, worlds: int) -> dict:
             fell |= out.fell.numpy()
             errs.append(np.linalg.norm(out.body_pos_w.numpy() - ref_body[f], axis=-1).mean(axis=-1))  # [worlds]
     per_world = np.mean(errs, axis=0)  # [worlds] time-averaged mean per-body error [m]
-    return dict(clip=clip_name, backend=cfg.backend, sim_dt=cfg.sim_dt, kappa=cfg.contact.kappa, seconds=seconds,
+    return dict(clip=clip.name, backend=cfg.backend, sim_dt=cfg.sim_dt, kappa=cfg.contact.kappa, seconds=seconds,
                 worlds=worlds, body_error_mean=float(per_world.mean()), body_error_se=_standard_error(per_world),
                 body_error_final=float(np.mean(errs[-1])), body_error_per_world=per_world.tolist(),
                 fell=float(fell.mean()))
@@ -179,7 +177,9 @@ def _standard_error(x: np.ndarray) -> float:
 
 
 def _track(args) -> int:
+    from bcg_sim import motion as motion_lib
     from bcg_sim.diffsim import load_sim_config
+    from bcg_sim.motion.formats import MotionFormatError
 
     if args.worlds < 1 or args.seconds <= 0:
         raise ConfigError(f"track: --worlds must be >= 1 and --seconds > 0, got {args.worlds} and {args.seconds}")
@@ -187,17 +187,18 @@ def _track(args) -> int:
     if args.kappa is not None:
         base = base.with_kappa(args.kappa)
     base = dc.replace(base, actuation=dc.replace(base.actuation, gains=args.gains)).validate()
+    try:
+        clips = [motion_lib.load(name) for name in args.clips]
+    except MotionFormatError as exc:  # unknown clip or a bad motion file: before any simulation
+        raise ConfigError(f"track: {exc}") from None
     print(f"open-loop PD replay, {args.seconds:g} s, {args.worlds} starts per clip, kappa {base.contact.kappa:g} kN/m, "
           f"{args.gains} gains: mean per-body position error vs the clip [mm] +- standard error over the starts, "
           "fraction fallen")
     print(f"{'clip':>7} " + " ".join(f"{b:>24}" for b in args.backends))
     rows = []
-    for clip in args.clips:
-        try:
-            cells = [run_track(base.with_backend(b), clip, args.seconds, args.worlds) for b in args.backends]
-        except (KeyError, ValueError) as exc:  # unknown clip, or shorter than the replay
-            raise ConfigError(f"track: {exc}") from None
-        print(f"{clip:>7} " + " ".join(f"{1e3 * r['body_error_mean']:8.1f} +- {1e3 * r['body_error_se']:4.1f} "
+    for clip in clips:
+        cells = [run_track(base.with_backend(b), clip, args.seconds, args.worlds) for b in args.backends]
+        print(f"{clip.name:>7} " + " ".join(f"{1e3 * r['body_error_mean']:8.1f} +- {1e3 * r['body_error_se']:4.1f} "
                                        f"{r['fell']:5.2f}" for r in cells), flush=True)
         rows += cells
         for r in cells[:-1]:  # paired over the same starts: each backend against the last one named
