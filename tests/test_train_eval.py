@@ -60,3 +60,19 @@ def test_eval_settings_are_validated():
     for key, value in (("every", -1), ("starts", 0), ("seconds", 0.0)):
         with pytest.raises(ConfigError, match=f"eval.{key}"):
             load_train_config(overrides={"eval": {key: value}})
+
+
+def test_clip_tracking_runs_the_whole_clip_from_bcg_evals_noisy_starts(tmp_path):
+    """The headline of the evaluation during training is bcg-eval's protocol: the whole clip from its first
+    frame, run i from the start state of seed i (so runs differ), a fall scored to the end."""
+    from bcg_train.eval.diffsim_eval import clip_tracking
+
+    cfg = load_eval_config()
+    pol = _hold(tmp_path, "jump", "policy")
+    runs = diffsim_rollouts(pol, cfg, [0, 1], pol.reference.duration, 300.0, stop_at_falls=False)
+    assert runs[0].time[-1] == pytest.approx(pol.reference.duration, abs=pol.contract.control_dt)
+    assert np.abs(runs[0].qpos[0, 7:] - runs[1].qpos[0, 7:]).max() > 1e-3  # seeds 0, 1: different starts
+    score = clip_tracking(pol, cfg, 2, 0.0, 300.0)
+    assert score["worlds"] == 2 and score["falls"] == 1.0  # zero actions on the motors' gains fall
+    short = clip_tracking(pol, cfg, 2, 0.5, 300.0)
+    assert short["survival_s"] == pytest.approx(0.5) and short["falls"] == 0.0

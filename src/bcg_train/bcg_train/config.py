@@ -11,7 +11,7 @@ import copy
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bcg_sim.config import ConfigError, config_dir, from_dict, load_yaml
 
@@ -21,14 +21,52 @@ FEATURE_GROUPS = ("root_pos", "root_ori", "joint_pos", "body_pos", "root_vel", "
 
 
 @dataclass
+class TerminationConfig:
+    """When a training episode ends early (bcg_train.task.Task.advance); 0 switches a rule off. Besides these,
+    a pelvis below the sim's termination.min_root_height or a non-finite state always ends it."""
+
+    root_height: float = 0.25  # [m] |pelvis height - reference pelvis height|
+    root_tilt: float = 0.8  # [rad] angle between the pelvis' and the reference's up axes
+    end_effector_height: float = 0.25  # [m] |height - reference height| of any ankle or wrist
+    root_distance: float = 0.0  # [m] 3-D pelvis distance from the reference (0: off; the actor cannot see it)
+
+
+@dataclass
+class StartConfig:
+    """Where episodes start: frames over the clip, weighted by where the policy fails (bins of `bin_s`)."""
+
+    sampling: Literal["uniform", "adaptive"] = "adaptive"
+    bin_s: float = 1.0  # [s] width of a start bin
+    uniform_floor: float = 0.3  # share of starts drawn uniformly over the bins (the rest by failure rate)
+    first_frame: float = 0.1  # share of starts at frame 0 (where bcg-eval starts)
+    failure_momentum: float = 0.05  # per-iteration exponential average of the failures counted in each bin
+
+
+@dataclass
+class RandomizeConfig:
+    """Robustness inside the differentiable simulator (noise is not differentiated; the state still is)."""
+
+    reset_joint_noise: float = 0.05  # [rad] std of noise on a reset's joint angles (clamped to the ranges)
+    reset_root_vel_noise: float = 0.1  # [m/s] std of noise on a reset's root linear velocity
+    reset_root_ang_vel_noise: float = 0.1  # [rad/s] std of noise on a reset's root angular velocity
+    push_interval_s: list[float] = field(default_factory=lambda: [1.0, 3.0])  # [s] uniform gap between pushes
+    push_lin_vel: float = 0.0  # [m/s] a push adds a uniform +-this to the root's horizontal velocity (0: off)
+    obs_joint_pos: float = 0.0  # [rad] std of encoder noise on the observed joint angles
+    obs_joint_vel: float = 0.0  # [rad/s] ... joint velocities
+    obs_ang_vel: float = 0.0  # [rad/s] ... gyroscope
+    obs_gravity: float = 0.0  # std of noise on the observed projected gravity (unit vector)
+
+
+@dataclass
 class TaskConfig:
     motion: str = "run"
-    episode_steps: int = 150
+    episode_steps: int = 500
     start_margin: int = 16
-    reset_joint_noise: float = 0.0  # [rad] std of Gaussian noise on the joint angles of a reset's reference state
-    reset_root_vel_noise: float = 0.0  # [m/s] std of Gaussian noise on its root linear velocity
     obs_norm_clip: float = 5.0
     obs_norm_epsilon: float = 1e-4
+    termination: TerminationConfig = field(default_factory=TerminationConfig)
+    start: StartConfig = field(default_factory=StartConfig)
+    randomize: RandomizeConfig = field(default_factory=RandomizeConfig)
 
 
 @dataclass
@@ -65,10 +103,11 @@ class SHACConfig:
     betas: list[float] = field(default_factory=lambda: [0.7, 0.95])
     actor_lr: float = 2e-3
     critic_lr: float = 5e-4
-    lr_decay: str = "linear"
+    lr_decay: Literal["linear", "constant"] = "linear"
     grad_clip: float = 1.0
     actor_hidden: list[int] = field(default_factory=lambda: [256, 128])
     critic_hidden: list[int] = field(default_factory=lambda: [256, 128])
+    layer_norm: bool = True  # LayerNorm after each hidden layer of actor and critic (DiffRL)
     action_noise_std: float = 0.1
     max_grad_norm: float = 1e6
     max_consecutive_skips: int = 5
@@ -96,9 +135,13 @@ class PPOConfig:
 
 @dataclass
 class TrainEvalConfig:
-    """Fixed-protocol evaluation during training (bcg_train.eval.diffsim_eval.window_tracking)."""
+    """Evaluation during training (bcg_train.eval.diffsim_eval), the exported policy in bcg_sim: the headline
+    is bcg-eval's protocol (the whole clip from its first frame, bcg-eval's start noise, `clip_runs` seeds);
+    beside it `starts` windows of `seconds` spread over the clip, started exactly in the reference state."""
 
     every: int = 10
+    clip_runs: int = 4
+    clip_seconds: float = 0.0  # [s] cap on the whole-clip runs (0: the whole clip)
     starts: int = 8
     seconds: float = 2.0
 
@@ -136,8 +179,21 @@ class TrainConfig:
         need(self.checkpoint_every >= 1, "checkpoint_every", "must be >= 1")
         need(self.task.episode_steps >= 1, "task.episode_steps", "must be >= 1")
         need(self.task.start_margin >= 0, "task.start_margin", "must be >= 0")
-        need(self.task.reset_joint_noise >= 0 and self.task.reset_root_vel_noise >= 0, "task.reset_joint_noise",
-             "reset noise stds must be >= 0")
+        rz = self.task.randomize
+        need(min(rz.reset_joint_noise, rz.reset_root_vel_noise, rz.reset_root_ang_vel_noise, rz.push_lin_vel,
+                 rz.obs_joint_pos, rz.obs_joint_vel, rz.obs_ang_vel, rz.obs_gravity) >= 0, "task.randomize",
+             "noise levels must be >= 0")
+        need(len(rz.push_interval_s) == 2 and 0 < rz.push_interval_s[0] <= rz.push_interval_s[1],
+             "task.randomize.push_interval_s", f"must be [min, max] with 0 < min <= max, got {rz.push_interval_s}")
+        st = self.task.start
+        need(st.sampling in ("uniform", "adaptive"), "task.start.sampling", f"must be uniform or adaptive, got "
+             f"{st.sampling!r}")
+        need(st.bin_s > 0 and 0 <= st.uniform_floor <= 1 and 0 <= st.first_frame <= 1 and
+             0 < st.failure_momentum <= 1, "task.start", "need bin_s > 0, uniform_floor and first_frame in [0, 1], "
+             "failure_momentum in (0, 1]")
+        te = self.task.termination
+        need(min(te.root_height, te.root_tilt, te.end_effector_height, te.root_distance) >= 0,
+             "task.termination", "thresholds must be >= 0 (0: off)")
         need(self.shac.horizon >= 1, "shac.horizon", f"must be >= 1, got {self.shac.horizon}")
         need(0 < self.shac.gamma <= 1, "shac.gamma", "must be in (0, 1]")
         need(0 <= self.shac.lam < 1, "shac.lam", "must be in [0, 1)")
@@ -154,8 +210,13 @@ class TrainConfig:
         need(self.ppo.steps_per_env >= 1 and self.ppo.minibatches >= 1, "ppo", "steps_per_env, minibatches >= 1")
         need(self.eval.every >= 0, "eval.every", f"must be >= 0 (0: never), got {self.eval.every}")
         need(self.eval.starts >= 1, "eval.starts", f"must be >= 1, got {self.eval.starts}")
+        need(self.eval.clip_runs >= 1 and self.eval.clip_seconds >= 0, "eval.clip_runs",
+             "clip_runs must be >= 1 and clip_seconds >= 0 (0: the whole clip)")
         need(self.eval.seconds > 0, "eval.seconds", f"must be > 0 s, got {self.eval.seconds}")
-        parse_budget(self.budget)
+        budget = parse_budget(self.budget)
+        need(not (self.algo != "ppo" and self.shac.lr_decay == "linear" and budget.kind == "seconds"), "budget",
+             f"{self.budget!r} is wall clock, and shac.lr_decay linear would then decay differently on a faster "
+             "machine: give iterations (e.g. 1500it) or samples (2M), or set shac.lr_decay constant")
         return self
 
 
@@ -170,10 +231,6 @@ class Budget:
     def reached(self, iteration: int, samples: int, seconds: float) -> bool:
         value = {"iterations": iteration, "samples": samples, "seconds": seconds}[self.kind]
         return value >= self.amount
-
-    def fraction(self, iteration: int, samples: int, seconds: float) -> float:
-        value = {"iterations": iteration, "samples": samples, "seconds": seconds}[self.kind]
-        return min(1.0, value / self.amount)
 
 
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(it|k|m|min|s|h)?\s*$", re.IGNORECASE)

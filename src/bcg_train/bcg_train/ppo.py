@@ -22,7 +22,7 @@ from tensordict import TensorDict
 
 from bcg_train.config import TrainConfig
 from bcg_train.dist import Comm
-from bcg_train.task import RunningNorm, Task, e_track_cm, features
+from bcg_train.task import PRIVILEGED_DIM, RunningNorm, Task, e_track_cm, features
 
 NUM_ACTIONS = 29
 ACTIVATION = "elu"
@@ -31,8 +31,8 @@ ACTIVATION = "elu"
 class TaskVecEnv(VecEnv):
     """rsl_rl's VecEnv over a bcg_train Task (forward-only stepping)."""
 
-    def __init__(self, task: Task, norm: RunningNorm, reward, comm: Comm):
-        self.task, self.norm, self.reward, self.comm = task, norm, reward, comm
+    def __init__(self, task: Task, norm: RunningNorm, priv_norm: RunningNorm, reward, comm: Comm):
+        self.task, self.norm, self.priv_norm, self.reward, self.comm = task, norm, priv_norm, reward, comm
         self.num_envs = task.n
         self.num_actions = NUM_ACTIONS
         self.max_episode_length = task.cfg.task.episode_steps
@@ -49,9 +49,12 @@ class TaskVecEnv(VecEnv):
         t = self.task
         state = t.env.state
         raw = t.observation(state, t.frame, t.last_action)
+        priv = t.privileged(state, t.frame)
         self.norm.update(self.comm.gather(raw))
+        self.priv_norm.update(self.comm.gather(priv))
         x = self.norm(raw)
-        return TensorDict({"actor": x, "critic": torch.cat([x, t.privileged(state)], -1)}, batch_size=[t.n])
+        return TensorDict({"actor": self.norm(raw + t.sensor_noise(raw)),
+                           "critic": torch.cat([x, self.priv_norm(priv)], -1)}, batch_size=[t.n])
 
     @torch.no_grad()
     def get_observations(self) -> TensorDict:
@@ -63,7 +66,7 @@ class TaskVecEnv(VecEnv):
         out = t.env.step(t.env_action(actions))
         ref_f = features(t.ref_kinematics(t.frame + 1))
         sim_f = features(t.sim_kinematics(out))
-        r = self.reward(sim_f, ref_f)
+        r = self.reward(sim_f, ref_f) + t.cfg.reward.alive_bonus
         self.reward.observe(sim_f, ref_f)
         t.last_action = actions.clone()
         terminated, timeout = t.advance(out)
@@ -88,7 +91,8 @@ class PPOAlgo:
         self.cfg, self.c, self.task, self.reward, self.comm = cfg, cfg.ppo, task, reward, comm
         torch.manual_seed(seed)
         self.norm = RunningNorm(task.contract.n_obs, cfg.task.obs_norm_clip, cfg.task.obs_norm_epsilon).to(task.device)
-        self.venv = TaskVecEnv(task, self.norm, reward, comm)
+        self.priv_norm = RunningNorm(PRIVILEGED_DIM, cfg.task.obs_norm_clip, cfg.task.obs_norm_epsilon).to(task.device)
+        self.venv = TaskVecEnv(task, self.norm, self.priv_norm, reward, comm)
         c = self.c
         model = {"class_name": "MLPModel", "hidden_dims": list(c.hidden), "activation": ACTIVATION,
                  "obs_normalization": False}
@@ -143,11 +147,12 @@ class PPOAlgo:
         return copy.deepcopy(self.alg.get_policy().mlp)
 
     def finite(self) -> bool:
-        mods = [self.alg.actor, self.alg.critic, self.norm, *self.reward.modules()]
+        mods = [self.alg.actor, self.alg.critic, self.norm, self.priv_norm, *self.reward.modules()]
         return all(bool(torch.isfinite(t).all()) for m in mods for t in list(m.parameters()) + list(m.buffers()))
 
     def state_dict(self) -> dict:
-        return {"ppo": self.alg.save(), "norm": self.norm.state_dict(), "reward": self.reward.state_dict(),
+        return {"ppo": self.alg.save(), "norm": self.norm.state_dict(), "priv_norm": self.priv_norm.state_dict(),
+                "reward": self.reward.state_dict(),
                 "iter": self.iter, "lr": self.alg.learning_rate, "obs": self.obs.to_dict(),
                 "policy_mlp": self.alg.get_policy().mlp.state_dict()}
 
@@ -155,6 +160,7 @@ class PPOAlgo:
         self.alg.load(d["ppo"], None, strict=True)
         self.alg.learning_rate = d["lr"]
         self.norm.load_state_dict(d["norm"])
+        self.priv_norm.load_state_dict(d["priv_norm"])
         self.reward.load_state_dict(d["reward"])
         self.iter = d["iter"]
         self.obs = TensorDict(d["obs"], batch_size=[self.task.n])

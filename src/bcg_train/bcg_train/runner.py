@@ -10,6 +10,7 @@ Run folder (`--out`):
   eval.csv             fixed-protocol evaluations (TrainEvalConfig): before the first iteration, every
                        `eval.every` iterations and after the last; the policy as exported, in bcg_sim
   policy/              the exported artifact (bcg_sim.policy.export_policy) at the end
+  policy_best/         the artifact of the best evaluation so far (fewest whole-clip falls, then E_track)
   summary.json         iterations, samples, wall clock, E_track first/last (training batch and evaluation),
                        falls, peak RSS
 """
@@ -44,6 +45,7 @@ EXIT_BAD_INPUT = 2
 EXIT_GUARD_STOP = 3
 CONFIG_FILE, CONTRACT_FILE, REFERENCE_FILE = "config.yaml", "contract.yaml", "reference.npz"
 METRICS_FILE, SUMMARY_FILE, EVAL_FILE = "metrics.csv", "summary.json", "eval.csv"
+BEST_POLICY_DIR = "policy_best"  # the policy of the best evaluation (fewest falls, then lowest E_track)
 # contract keys that training itself fills in (normalization, files) and so may differ between runs
 _CONTRACT_TRAINED_KEYS = ("files", "description", "reference")
 
@@ -145,10 +147,11 @@ class Runner:
         self.iteration, self.samples, self.elapsed = 0, 0, 0.0
         self.first_row: dict | None = None
         self.last_eval: int | None = None  # iteration of the newest eval.csv row (same on every rank)
+        self.best_eval: list | None = None  # [falls, e_track_cm, iteration] of the best headline so far (rank 0)
 
     def _total_iters(self) -> int | None:
         """Iterations the budget allows (for the linear learning-rate decay); None for a wall-clock budget
-        (SHAC then decays on the elapsed fraction of the budget, set per iteration in `train`)."""
+        (which the config allows only with a constant learning rate)."""
         if self.budget.kind == "iterations":
             return int(self.budget.amount)
         if self.budget.kind == "samples":
@@ -182,7 +185,7 @@ class Runner:
             return False
         bundler = self.env.bundler
         state = {"iteration": self.iteration, "samples": self.samples, "elapsed": self.elapsed,
-                 "first_row": self.first_row, "last_eval": self.last_eval, "algo": self.algo.state_dict(),
+                 "first_row": self.first_row, "last_eval": self.last_eval, "best_eval": self.best_eval, "algo": self.algo.state_dict(),
                  "task": self.task.state_dict(),
                  "torch_rng": torch.get_rng_state(),
                  "bcg_gen": bundler.gen.get_state() if bundler is not None else None}
@@ -200,6 +203,7 @@ class Runner:
         self.iteration, self.samples, self.elapsed = d["iteration"], d["samples"], d["elapsed"]
         self.first_row = d["first_row"]
         self.last_eval = d.get("last_eval")  # checkpoints from before eval.csv have none
+        self.best_eval = d.get("best_eval")
         self.algo.load_state_dict(d["algo"])
         self.task.load_state_dict(d["task"])
         torch.set_rng_state(d["torch_rng"])
@@ -255,24 +259,29 @@ class Runner:
 
     # --- evaluation ---
     def evaluate(self) -> dict | None:
-        """Score the current policy by the fixed protocol (TrainEvalConfig) and append it to eval.csv. Rank 0
-        exports the policy to a temporary folder and runs it through the node's PolicyRunner in bcg_sim
-        (bcg_train.eval.diffsim_eval.window_tracking) -- the artifact a user gets, not the training loop's
-        tensors; the other ranks wait. Returns the row (rank 0) or None."""
+        """Score the current policy (TrainEvalConfig) and append it to eval.csv. Rank 0 exports the policy to a
+        temporary folder and runs it through the node's PolicyRunner in bcg_sim (bcg_train.eval.diffsim_eval)
+        -- the artifact a user gets, not the training loop's tensors; the other ranks wait. The headline
+        (e_track_cm, falls, survival_s) is bcg-eval's protocol over the whole clip; win_* are the windows. A
+        new best headline (fewest falls, then lowest E_track) is exported to policy_best/. Returns the row
+        (rank 0) or None."""
         e = self.cfg.eval
         row = None
         if self.comm.is_main:
             from bcg_sim.policy import load_policy
             from bcg_train.eval.config import load_eval_config
-            from bcg_train.eval.diffsim_eval import window_tracking
+            from bcg_train.eval.diffsim_eval import clip_tracking, window_tracking
 
+            eval_cfg = load_eval_config()
             with tempfile.TemporaryDirectory(prefix="bcg-eval-") as tmp:
                 policy = load_policy(self.export(Path(tmp) / "policy"))
+                clip = clip_tracking(policy, eval_cfg, e.clip_runs, e.clip_seconds, self.cfg.kappa)
                 last = max(0.0, policy.reference.duration - e.seconds)
                 starts = [float(t) for t in np.linspace(0.0, last, e.starts)]
-                score = window_tracking(policy, load_eval_config(), starts, e.seconds, self.cfg.kappa)
+                win = window_tracking(policy, eval_cfg, starts, e.seconds, self.cfg.kappa)
             row = {"iteration": self.iteration, "samples": self.samples, "wall_s": round(self.elapsed, 3),
-                   **{k: score[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")}}
+                   **{k: clip[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")},
+                   **{f"win_{k}": win[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")}}
             path = self.out / EVAL_FILE
             new = not path.is_file()
             with open(path, "a", newline="") as f:
@@ -280,6 +289,10 @@ class Runner:
                 if new:
                     w.writeheader()
                 w.writerow(row)
+            key = (row["falls"], row["e_track_cm"])
+            if self.best_eval is None or key < tuple(self.best_eval[:2]):
+                self.best_eval = [row["falls"], row["e_track_cm"], self.iteration]
+                self.export(self.out / BEST_POLICY_DIR)
         self.last_eval = self.iteration
         self.comm.barrier()
         return row
@@ -313,11 +326,9 @@ class Runner:
             if self._eval_due():
                 self._report_eval(self.evaluate(), bar)
             while not self.budget.reached(self.iteration, self.samples, self.elapsed):
-                if self.budget.kind == "seconds" and hasattr(self.algo, "progress"):
-                    # the ranks' mean clock, so that all processes use the same learning rate
-                    frac = self.budget.fraction(self.iteration, self.samples, time.perf_counter() - t0)
-                    self.algo.progress = self.comm.mean({"f": frac})["f"]
+                self.task.apply_pushes()
                 m = self.algo.iteration()
+                self.task.end_iteration()
                 self.iteration += 1
                 self.samples += int(m.pop("samples"))
                 self.elapsed = time.perf_counter() - t0
@@ -368,9 +379,10 @@ class Runner:
 
     def _report_eval(self, row: dict | None, bar) -> None:
         if row is not None and bar is not None:
-            bar.write(f"bcg-train: eval at iteration {row['iteration']}: E_track {row['e_track_cm']:.1f} cm over "
-                      f"{self.cfg.eval.seconds:g} s, falls {row['falls']:.0%} of {row['worlds']} starts, "
-                      f"survival {row['survival_s']:.2f} s", file=sys.stderr)
+            bar.write(f"bcg-train: eval at iteration {row['iteration']}: whole clip E_track {row['e_track_cm']:.1f} cm, "
+                      f"falls {row['falls']:.0%} of {row['worlds']}, survival {row['survival_s']:.2f} s; "
+                      f"{row['win_worlds']} windows of {self.cfg.eval.seconds:g} s: {row['win_e_track_cm']:.1f} cm, "
+                      f"falls {row['win_falls']:.0%}", file=sys.stderr)
 
     def _progress(self) -> float:
         return {"iterations": self.iteration, "samples": self.samples, "seconds": self.elapsed}[self.budget.kind]
@@ -392,6 +404,7 @@ class Runner:
                    "e_track_cm_first": (self.first_row or {}).get("e_track_cm"),
                    "e_track_cm_last": last.get("e_track_cm"), "falls_total": _sum_col(self.out / METRICS_FILE, "falls"),
                    **_eval_ends(self.out / EVAL_FILE),
+                   "best_eval": self.best_eval,
                    "skipped_total": last.get("skipped_total"), "peak_rss_mb_rank0": round(peak_mb, 1),
                    "peak_rss_mb_all_procs": round(total_peak, 1)}
         with open(self.out / SUMMARY_FILE, "w") as f:
@@ -500,7 +513,7 @@ def networks_from_checkpoint(cfg: TrainConfig, run: Path, d: dict):
         return policy_from_state(cfg, contract.n_obs, d["algo"]), norm
     from bcg_train.shac import Actor
 
-    actor = Actor(contract.n_obs, cfg.shac.actor_hidden)
+    actor = Actor(contract.n_obs, cfg.shac.actor_hidden, cfg.shac.layer_norm)
     actor.load_state_dict(d["algo"]["actor"])
     return actor, norm
 

@@ -27,29 +27,41 @@ import torch
 from bcg_sim.diffsim.gradvar import bootstrap_variance_std, gradient_variance
 from bcg_train.config import TrainConfig, derive_seed
 from bcg_train.dist import Comm
-from bcg_train.rewards import mlp
-from bcg_train.task import RunningNorm, Task, e_track_cm, features
+from bcg_train.task import PRIVILEGED_DIM, RunningNorm, Task, e_track_cm, features
 
 NUM_ACTIONS = 29
-PRIVILEGED_DIM = 4  # Task.privileged
+
+
+def hidden_layers(n_in: int, hidden: list[int], layer_norm: bool) -> torch.nn.Sequential:
+    """Linear -> (LayerNorm) -> ELU for each width in `hidden`. LayerNorm keeps the pre-activations of a
+    network fed by states far from the data it was fitted on in range (DiffRL uses it in actor and critic)."""
+    layers: list[torch.nn.Module] = []
+    for a, b in zip([n_in, *hidden[:-1]], hidden):
+        layers += [torch.nn.Linear(a, b), *([torch.nn.LayerNorm(b)] if layer_norm else []), torch.nn.ELU()]
+    return torch.nn.Sequential(*layers)
+
+
+def critic_network(n_in: int, hidden: list[int], layer_norm: bool) -> torch.nn.Sequential:
+    """Critic input [B, n_in] -> value [B, 1]."""
+    return torch.nn.Sequential(*hidden_layers(n_in, hidden, layer_norm),
+                               torch.nn.Linear(hidden[-1] if hidden else n_in, 1))
 
 
 class Actor(torch.nn.Module):
     """Normalized observation [B, n_obs] -> raw action [B, 29] (the exported network)."""
 
-    def __init__(self, n_obs: int, hidden: list[int]):
+    def __init__(self, n_obs: int, hidden: list[int], layer_norm: bool = True):
         super().__init__()
-        self.body = mlp([n_obs, *hidden])
-        self.act = torch.nn.ELU()
+        self.body = hidden_layers(n_obs, hidden, layer_norm)
         self.head = torch.nn.Linear(hidden[-1] if hidden else n_obs, NUM_ACTIONS)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.act(self.body(x)) if len(self.body) else x)
+        return self.head(self.body(x))
 
     def probed(self, x: torch.Tensor, probe_w: torch.Tensor, probe_b: torch.Tensor) -> torch.Tensor:
         """forward(x) plus per-world last-layer offsets: rows [:r] get probe_w [N, r, H] @ h, all get probe_b
         [N, 29]. With zero probes the value is forward(x); d loss / d probe_i is world i's gradient."""
-        h = self.act(self.body(x)) if len(self.body) else x
+        h = self.body(x)
         y = self.head(h) + probe_b
         r = probe_w.shape[1]
         return torch.cat([y[:, :r] + torch.einsum("nrh,nh->nr", probe_w, h), y[:, r:]], dim=-1)
@@ -68,9 +80,13 @@ class SHAC:
         torch.manual_seed(seed)  # same initial weights on every rank
         n_obs = task.contract.n_obs
         self.norm = RunningNorm(n_obs, cfg.task.obs_norm_clip, cfg.task.obs_norm_epsilon).to(self.device)
-        self.actor = Actor(n_obs, self.c.actor_hidden).to(self.device)
-        self.critic = mlp([n_obs + PRIVILEGED_DIM, *self.c.critic_hidden, 1]).to(self.device)
-        self.target_critic = mlp([n_obs + PRIVILEGED_DIM, *self.c.critic_hidden, 1]).to(self.device)
+        # the critic's extra inputs get their own statistics: raw metres beside normalized observations would
+        # leave dV/d(height) -- what pushes the pelvis back up through gamma^h V(s_h) -- small
+        self.priv_norm = RunningNorm(PRIVILEGED_DIM, cfg.task.obs_norm_clip, cfg.task.obs_norm_epsilon).to(self.device)
+        self.actor = Actor(n_obs, self.c.actor_hidden, self.c.layer_norm).to(self.device)
+        self.critic = critic_network(n_obs + PRIVILEGED_DIM, self.c.critic_hidden, self.c.layer_norm).to(self.device)
+        self.target_critic = critic_network(n_obs + PRIVILEGED_DIM, self.c.critic_hidden,
+                                            self.c.layer_norm).to(self.device)
         self.target_critic.load_state_dict(self.critic.state_dict())
         for p in self.target_critic.parameters():
             p.requires_grad_(False)
@@ -81,24 +97,19 @@ class SHAC:
         self.noise_gen = torch.Generator().manual_seed(derive_seed(seed, "noise", comm.rank))
         self.seed = seed
         self.iter = 0
-        # fraction of a wall-clock budget used so far, set by the runner before each iteration (linear decay
-        # on time: the iteration count such a budget allows is unknown in advance); None otherwise
-        self.progress: float | None = None
         self.update_norm = True  # False freezes the observation statistics (tests on a fixed batch)
         self.skipped_total = 0
         self.consecutive_skips = 0
 
     # ------------------------------------------------------------------ helpers
     def _lr_frac(self) -> float:
-        """Learning-rate factor: 1 - done fraction of the budget (lr_decay linear), else 1."""
-        if self.c.lr_decay != "linear":
+        """Learning-rate factor: 1 - done fraction of an iteration/sample budget (lr_decay linear), else 1."""
+        if self.total_iters is None:
             return 1.0
-        if self.total_iters is not None:
-            return max(0.0, 1.0 - self.iter / self.total_iters)
-        return 1.0 if self.progress is None else max(0.0, 1.0 - self.progress)
+        return max(0.0, 1.0 - self.iter / self.total_iters)
 
-    def _critic_in(self, obs_n: torch.Tensor, state) -> torch.Tensor:
-        return torch.cat([obs_n, self.task.privileged(state)], dim=-1)
+    def _critic_in(self, obs_n: torch.Tensor, priv: torch.Tensor) -> torch.Tensor:
+        return torch.cat([obs_n, self.priv_norm(priv)], dim=-1)
 
     def _noise(self, like: torch.Tensor) -> torch.Tensor:
         return self.c.action_noise_std * torch.randn(like.shape, generator=self.noise_gen).to(self.device)
@@ -115,57 +126,78 @@ class SHAC:
     # ------------------------------------------------------------------ one iteration
     def rollout_loss(self, probes=None, update_norm: bool = True) -> tuple[torch.Tensor, dict, dict]:
         """Step 1: h differentiable control steps from the current env state. Returns (actor loss [scalar,
-        differentiable w.r.t. the actor and the simulated states], critic records, log sums)."""
+        differentiable w.r.t. the actor and the simulated states], critic records, log sums).
+
+        The observation statistics are frozen during the rollout and updated from its observations at the end
+        (`update_norm`), so every step of one rollout is scored by the same function (DiffRL). A world whose
+        state turns non-finite is cut out of the loss and of the gradient (its episode ends), so it cannot
+        poison the update of the other worlds."""
         c, task, env = self.c, self.task, self.env
         h, n, gamma = c.horizon, self.n, c.gamma
+        alive_bonus = self.cfg.reward.alive_bonus
         state = env.state
         obs = task.observation(state, task.frame, task.last_action)
+        priv = task.privileged(state, task.frame)
         loss = torch.zeros((), device=self.device)
         rew_acc = torch.zeros(n, device=self.device)  # discounted reward since the rollout/episode start
-        disc = torch.ones(n, device=self.device)  # gamma^(t - start)
+        discount = torch.ones(n, device=self.device)  # gamma^(t - start)
         rec = {"cin": [], "r": [], "done": [], "next_v": []}
-        log = {"reward": 0.0, "e_track_cm": 0.0, "falls": 0, "episodes": 0, "episode_len_sum": 0,
-               "touchdowns": 0, "bundled_steps": 0}
+        seen_obs, seen_priv = [], []
+        log = {"reward": 0.0, "e_track_cm": 0.0, "falls": 0, "terminations": 0, "episodes": 0,
+               "episode_len_sum": 0, "touchdowns": 0, "bundled_steps": 0, "nonfinite": 0}
         for t in range(h):
-            if update_norm:
-                self.norm.update(self.comm.gather(obs.detach()))
-            obs_n = self.norm(obs)
-            rec["cin"].append(self._critic_in(obs_n, state).detach())
+            seen_obs.append(obs.detach())
+            seen_priv.append(priv.detach())
+            obs_n = self.norm(_finite_rows(obs + task.sensor_noise(obs)))
+            rec["cin"].append(self._critic_in(self.norm(_finite_rows(obs)), _finite_rows(priv)).detach())
             mu = self.actor(obs_n) if probes is None else self.actor.probed(obs_n, *probes)
+            if mu.requires_grad:
+                mu.register_hook(_zero_nonfinite)  # a diverged world's gradient stops here
             action = mu + self._noise(mu)
             out = env.step(task.env_action(action))
             ref_f = features(task.ref_kinematics(task.frame + 1))
             sim_f = features(task.sim_kinematics(out))
-            r = self.reward(sim_f, ref_f)
+            r = self.reward(sim_f, ref_f) + alive_bonus
             self.reward.observe(sim_f, ref_f)
             task.last_action = action
             terminated, timeout = task.advance(out)
             done = terminated | timeout
             next_obs = task.observation(out.state, task.frame, action)
-            next_v = self.target_critic(self._critic_in(self.norm(next_obs), out.state)).squeeze(-1)
+            next_priv = task.privileged(out.state, task.frame)
+            next_v = self.target_critic(self._critic_in(self.norm(_finite_rows(next_obs)),
+                                                        _finite_rows(next_priv))).squeeze(-1)
             next_v = torch.where(terminated, torch.zeros_like(next_v), next_v)  # no bootstrap past a fall
-            rew_acc = rew_acc + disc * r
+            bad = ~torch.isfinite(r) | ~torch.isfinite(next_v)
+            r = torch.where(bad, torch.zeros_like(r), r)
+            next_v = torch.where(bad, torch.zeros_like(next_v), next_v)
+            rew_acc = rew_acc + discount * r
             ends = done | (t == h - 1)
-            loss = loss - torch.where(ends, rew_acc + disc * gamma * next_v, torch.zeros_like(rew_acc)).sum()
+            loss = loss - torch.where(ends, rew_acc + discount * gamma * next_v, torch.zeros_like(rew_acc)).sum()
             rec["r"].append(r.detach())
             rec["done"].append(done)
             rec["next_v"].append(next_v.detach())
             with torch.no_grad():
                 log["reward"] += float(r.mean()) / h
-                log["e_track_cm"] += float(e_track_cm(sim_f, ref_f).mean()) / h
+                log["e_track_cm"] += float(torch.nan_to_num(e_track_cm(sim_f, ref_f)).mean()) / h
                 log["falls"] += int(out.fell.sum())
+                log["terminations"] += int(terminated.sum())
                 log["episodes"] += int(done.sum())
                 log["episode_len_sum"] += int(task.steps[done].sum())
                 log["touchdowns"] += int(out.touchdown.sum())
                 log["bundled_steps"] += int(out.bundled.sum())
-            disc = torch.where(done, torch.ones_like(disc), disc * gamma)
+                log["nonfinite"] += int(bad.sum())
+            discount = torch.where(done, torch.ones_like(discount), discount * gamma)
             rew_acc = torch.where(done, torch.zeros_like(rew_acc), rew_acc)
             if bool(done.any()):
                 task.reset(done.nonzero().squeeze(-1))
                 state = env.state
                 obs = task.observation(state, task.frame, task.last_action)
+                priv = task.privileged(state, task.frame)
             else:
-                state, obs = out.state, next_obs
+                state, obs, priv = out.state, next_obs, next_priv
+        if update_norm:
+            self.norm.update(self.comm.gather(torch.cat(seen_obs)))
+            self.priv_norm.update(self.comm.gather(torch.cat(seen_priv)))
         return loss / (n * h), rec, log
 
     def iteration(self) -> dict:
@@ -226,7 +258,8 @@ class SHAC:
         out_log["episodes"] = self.comm.sum_int(episodes)
         out_log["episode_len"] = self.comm.sum_int(ep_len_sum) / out_log["episodes"] if out_log["episodes"] \
             else math.nan
-        out_log["falls"] = self.comm.sum_int(log["falls"])
+        for k in ("falls", "terminations", "nonfinite"):
+            out_log[k] = self.comm.sum_int(log[k])
         out_log["samples"] = n * c.horizon * self.comm.world_size
         out_log["skipped_total"] = self.skipped_total
         return out_log
@@ -275,12 +308,13 @@ class SHAC:
         return self.actor
 
     def finite(self) -> bool:
-        mods = [self.actor, self.critic, self.target_critic, self.norm, *self.reward.modules()]
+        mods = [self.actor, self.critic, self.target_critic, self.norm, self.priv_norm, *self.reward.modules()]
         return all(bool(torch.isfinite(t).all()) for m in mods for t in list(m.parameters()) + list(m.buffers()))
 
     def state_dict(self) -> dict:
         return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
                 "target_critic": self.target_critic.state_dict(), "norm": self.norm.state_dict(),
+                "priv_norm": self.priv_norm.state_dict(),
                 "actor_opt": self.actor_opt.state_dict(), "critic_opt": self.critic_opt.state_dict(),
                 "reward": self.reward.state_dict(), "noise_gen": self.noise_gen.get_state(), "iter": self.iter,
                 "skipped_total": self.skipped_total, "consecutive_skips": self.consecutive_skips}
@@ -290,6 +324,7 @@ class SHAC:
         self.critic.load_state_dict(d["critic"])
         self.target_critic.load_state_dict(d["target_critic"])
         self.norm.load_state_dict(d["norm"])
+        self.priv_norm.load_state_dict(d["priv_norm"])
         self.actor_opt.load_state_dict(d["actor_opt"])
         self.critic_opt.load_state_dict(d["critic_opt"])
         self.reward.load_state_dict(d["reward"])
@@ -297,3 +332,14 @@ class SHAC:
         self.iter = d["iter"]
         self.skipped_total = d["skipped_total"]
         self.consecutive_skips = d["consecutive_skips"]
+
+
+def _finite_rows(x: torch.Tensor) -> torch.Tensor:
+    """x [N, D] with the rows of diverged worlds (any non-finite entry) replaced by zeros, so the networks see
+    finite inputs (torch.where passes no gradient to the replaced rows)."""
+    ok = torch.isfinite(x).all(-1, keepdim=True)
+    return torch.where(ok, x, torch.zeros_like(x))
+
+
+def _zero_nonfinite(grad: torch.Tensor) -> torch.Tensor:
+    return torch.nan_to_num(grad, nan=0.0, posinf=0.0, neginf=0.0)

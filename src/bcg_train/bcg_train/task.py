@@ -1,10 +1,20 @@
-"""The motion-tracking task, defined once: reference-state init, episodes, observation, reference features.
+"""The motion-tracking task, defined once: starts, episodes, observation, reference features, robustness.
 
-- Reset: every world starts at a random frame of one clip (reference-state initialization), in its reference
-  state; an episode ends on the env's termination (`EnvStep.terminated`: fall, pelvis too far from the clip,
-  non-finite state), after `task.episode_steps` control steps, or at the clip's last frame (a time-out).
+- Starts: every world starts at a frame of one clip in its reference state plus noise (task.randomize). Frames
+  are drawn per start bin (task.start.bin_s): a share uniformly, a share at frame 0 (where bcg-eval starts),
+  the rest in proportion to each bin's failure hazard (terminations per control step spent in it, averaged
+  over iterations) -- so training visits the stretches of the clip where the policy falls.
+- Episodes end on a termination (below) or after `task.episode_steps` control steps or at the clip's last
+  frame (time-outs, which the critic bootstraps).
+- Termination (task.termination): the pelvis height or up axis, or an ankle's or wrist's height, too far from
+  the reference; the pelvis below the sim's min_root_height; a non-finite state. Horizontal drift does not end
+  an episode (the actor cannot observe it; BeyondMimic's rule).
+- Robustness: reset noise, velocity pushes every push_interval_s, observation noise on what the robot's
+  sensors measure (encoders, gyroscope, gravity); all in task.randomize, written into the run's config.yaml.
 - Actor observation: exactly `bcg_sim.policy.build_observation` (batched torch), differentiable w.r.t. the
   simulated state, normalized by `RunningNorm` whose mean/std go into the exported contract.
+- Critic-only inputs (`privileged`, [N, PRIVILEGED_DIM]): pelvis height, its velocity and its offset from the
+  reference in the pelvis frame -- what the termination and the tracking reward depend on.
 - `features(kin)`: the ONE reference-feature function (root position/orientation, joint positions, body positions
   relative to the root, root and joint velocities) used by the rewards, the E_track metric and the logs.
 - Actions: the contract's `action_to_target` gives PD targets; `env_action` re-expresses them in the env's units.
@@ -12,6 +22,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -23,6 +34,11 @@ from bcg_sim.policy.observation import quat_rotate_inv, quat_to_rot6d
 from bcg_train.config import FEATURE_GROUPS, TrainConfig
 
 CM_PER_M = 100.0
+PRIVILEGED_DIM = 7  # Task.privileged
+END_EFFECTORS = ("left_ankle_roll_link", "right_ankle_roll_link", "left_wrist_yaw_link", "right_wrist_yaw_link")
+# observation features that carry sensor noise -> the task.randomize key of their std
+_OBS_NOISE = {"joint_pos_rel": "obs_joint_pos", "joint_vel": "obs_joint_vel", "base_ang_vel_b": "obs_ang_vel",
+              "projected_gravity_b": "obs_gravity"}
 
 
 class TaskError(ValueError):
@@ -139,41 +155,139 @@ class Task:
         self.last_action = torch.zeros(self.n, 29, device=self.device)  # raw policy output of the previous step
         # [29] rad: reset noise stays inside the joint ranges
         self._joint_lower, self._joint_upper = (torch.tensor(a, dtype=torch.float32) for a in joint_limits())
+        self._ee = torch.tensor([list(env.body_names).index(b) for b in END_EFFECTORS], device=self.device)
+        # start bins over the frames a reset may draw, [0, max_start)
+        self.max_start = self.num_frames - 1 - cfg.task.start_margin
+        self.bin_frames = max(1, round(cfg.task.start.bin_s * env.cfg.control_hz))
+        n_bins = -(-self.max_start // self.bin_frames)
+        self.hazard = torch.zeros(n_bins, dtype=torch.float64)  # averaged terminations per control step in a bin
+        self._bin_fails = torch.zeros(n_bins, dtype=torch.float64)  # this iteration's counts
+        self._bin_visits = torch.zeros(n_bins, dtype=torch.float64)
+        self.push_timer = torch.zeros(self.n, dtype=torch.long)  # control steps until the next push
+        self._control_hz = env.cfg.control_hz
+        rz = cfg.task.randomize
+        std = [torch.full((item.size,), getattr(rz, _OBS_NOISE[item.name]) if item.name in _OBS_NOISE else 0.0)
+               for item in contract.observation.layout]
+        self.obs_noise_std = torch.cat(std).to(self.device)  # [n_obs]
 
     # ------------------------------------------------------------------ episodes
     def reset(self, ids: torch.Tensor | None = None) -> None:
-        """Reset worlds `ids` (default all) to the reference at random frames, plus the configured noise on joint
-        angles (clipped to the joint limits) and root linear velocity -- the kind of start bcg-eval gives."""
+        """Reset worlds `ids` (default all) to the reference at sampled frames (task.start), plus the reset noise
+        of task.randomize on joint angles (clipped to the joint limits) and root velocities."""
         ids = torch.arange(self.n, device=self.device) if ids is None else ids.reshape(-1)
-        hi = self.num_frames - 1 - self.cfg.task.start_margin
-        frames = torch.randint(0, hi, (ids.numel(),), generator=self.gen).to(self.device)
+        frames = self.sample_frames(ids.numel()).to(self.device)
         self.env.reset(ids, motion=self.motion, frames=frames, state=self._noisy_start(frames))
         self.frame[ids] = frames
         self.steps[ids] = 0
         self.last_action = self.last_action.index_put((ids,), torch.zeros(ids.numel(), 29, device=self.device))
+        self.push_timer[ids.cpu()] = self._push_gap(ids.numel())
+
+    def start_weights(self) -> torch.Tensor:
+        """Probability of each start bin [n_bins] (frame-0 starts aside): uniform_floor spread evenly, the rest
+        by the failure hazard of the bin and, at half weight, of the bin after it (a fall is best practised
+        from shortly before it)."""
+        st = self.cfg.task.start
+        n_bins = self.hazard.numel()
+        uniform = torch.full((n_bins,), 1.0 / n_bins, dtype=torch.float64)
+        if st.sampling == "uniform":
+            return uniform
+        h = self.hazard.clone()
+        h[:-1] += 0.5 * self.hazard[1:]
+        if float(h.sum()) <= 0:
+            return uniform
+        return st.uniform_floor * uniform + (1 - st.uniform_floor) * h / h.sum()
+
+    def sample_frames(self, n: int) -> torch.Tensor:
+        """n start frames [n] in [0, max_start): bins by `start_weights`, uniform inside a bin; a share at 0."""
+        bins = torch.multinomial(self.start_weights(), n, replacement=True, generator=self.gen)
+        lo = bins * self.bin_frames
+        width = (torch.clamp(lo + self.bin_frames, max=self.max_start) - lo).to(torch.float64)
+        frames = lo + (torch.rand(n, generator=self.gen, dtype=torch.float64) * width).long()
+        first = torch.rand(n, generator=self.gen) < self.cfg.task.start.first_frame
+        return torch.where(first, torch.zeros_like(frames), frames)
 
     def _noisy_start(self, frames: torch.Tensor):
-        """The reference SimState at `frames` [n] with task.reset_*_noise added; None when both are zero (the
+        """The reference SimState at `frames` [n] with task.randomize's reset noise; None when all are zero (the
         env then takes the reference state itself)."""
         from bcg_sim.diffsim import motion_state
 
-        t = self.cfg.task
-        if t.reset_joint_noise == 0 and t.reset_root_vel_noise == 0:
+        rz = self.cfg.task.randomize
+        if rz.reset_joint_noise == 0 and rz.reset_root_vel_noise == 0 and rz.reset_root_ang_vel_noise == 0:
             return None
         s = motion_state(self.motion, frames.cpu())
         n = frames.numel()
-        q = s.joint_pos + t.reset_joint_noise * torch.randn(n, 29, generator=self.gen)
+        q = s.joint_pos + rz.reset_joint_noise * torch.randn(n, 29, generator=self.gen)
         s.joint_pos = q.clamp(self._joint_lower, self._joint_upper)
-        s.root_lin_vel_w = s.root_lin_vel_w + t.reset_root_vel_noise * torch.randn(n, 3, generator=self.gen)
+        s.root_lin_vel_w = s.root_lin_vel_w + rz.reset_root_vel_noise * torch.randn(n, 3, generator=self.gen)
+        s.root_ang_vel_w = s.root_ang_vel_w + rz.reset_root_ang_vel_noise * torch.randn(n, 3, generator=self.gen)
         return s
+
+    def _push_gap(self, n: int) -> torch.Tensor:
+        lo, hi = self.cfg.task.randomize.push_interval_s
+        return torch.round((lo + (hi - lo) * torch.rand(n, generator=self.gen)) * self._control_hz).long()
+
+    def apply_pushes(self) -> int:
+        """Push the worlds whose push timer ran out: their root's horizontal velocity changes by a uniform
+        +-push_lin_vel (between rollouts, on the detached state). Returns how many were pushed."""
+        v = self.cfg.task.randomize.push_lin_vel
+        if v <= 0:
+            return 0
+        due = (self.push_timer <= 0).nonzero().squeeze(-1)
+        if due.numel() == 0:
+            return 0
+        from bcg_sim.diffsim.state import from_newton, to_newton
+
+        env = self.env
+        ids = due.to(self.device)
+        s = from_newton(env.joint_q[ids], env.joint_qd[ids], env.root_com_b)
+        kick = (2 * torch.rand(due.numel(), 2, generator=self.gen) - 1) * v
+        s.root_lin_vel_w = s.root_lin_vel_w + torch.cat([kick, torch.zeros(due.numel(), 1)], -1).to(self.device)
+        _, qd = to_newton(s, env.root_com_b)
+        env.joint_qd = env.joint_qd.index_put((ids,), qd.detach())
+        self.push_timer[due] = self._push_gap(due.numel())
+        return int(due.numel())
 
     def advance(self, out) -> tuple[torch.Tensor, torch.Tensor]:
         """After env.step: move the clip one frame on; (terminated [N], timed_out [N]) bool."""
         self.frame += 1
         self.steps += 1
-        terminated = out.terminated
+        self.push_timer -= 1
+        terminated = self.terminated(out)
         timeout = ~terminated & ((self.steps >= self.cfg.task.episode_steps) | (self.frame >= self.num_frames - 1))
+        with torch.no_grad():
+            b = torch.clamp(self.frame.cpu() // self.bin_frames, max=self.hazard.numel() - 1)
+            self._bin_visits.index_add_(0, b, torch.ones(self.n, dtype=torch.float64))
+            self._bin_fails.index_add_(0, b, terminated.cpu().to(torch.float64))
         return terminated, timeout
+
+    @torch.no_grad()
+    def terminated(self, out) -> torch.Tensor:
+        """[N] bool: the episode ends here (task.termination; `self.frame` is the frame of out's state)."""
+        te = self.cfg.task.termination
+        s = out.state
+        ref = self.ref_kinematics(self.frame)
+        finite = torch.isfinite(s.joint_pos).all(-1) & torch.isfinite(s.root_pos_w).all(-1)
+        end = out.fell | ~finite
+        if te.root_height > 0:
+            end |= (s.root_pos_w[:, 2] - ref.root_pos_w[:, 2]).abs() > te.root_height
+        if te.root_tilt > 0:
+            cos = (_up(s.root_quat_w) * _up(ref.root_quat_w)).sum(-1)
+            end |= cos < math.cos(te.root_tilt)
+        if te.end_effector_height > 0:
+            dz = out.body_pos_w[:, self._ee, 2] - ref.body_pos_w[:, self._ee, 2]
+            end |= (dz.abs() > te.end_effector_height).any(-1)
+        if te.root_distance > 0:
+            end |= (s.root_pos_w - ref.root_pos_w).norm(dim=-1) > te.root_distance
+        return end | ~torch.isfinite(out.body_pos_w).all(-1).all(-1)
+
+    def end_iteration(self) -> None:
+        """Fold this iteration's terminations per start bin into the failure hazard (task.start)."""
+        seen = self._bin_visits > 0
+        m = self.cfg.task.start.failure_momentum
+        rate = self._bin_fails[seen] / self._bin_visits[seen]
+        self.hazard[seen] = (1 - m) * self.hazard[seen] + m * rate
+        self._bin_fails.zero_()
+        self._bin_visits.zero_()
 
     # ------------------------------------------------------------------ kinematics
     def ref_kinematics(self, frames: torch.Tensor) -> Kinematics:
@@ -199,16 +313,27 @@ class Task:
                                torch.where(past_end, zero, self.ref.root_ang_vel_w[f]))
 
     def observation(self, state, frames: torch.Tensor, last_action: torch.Tensor) -> torch.Tensor:
-        """Raw actor observation [N, n_obs] of a SimState (differentiable), by bcg_sim.policy.build_observation."""
+        """Raw actor observation [N, n_obs] of a SimState (differentiable), by bcg_sim.policy.build_observation;
+        exact (no sensor noise: `sensor_noise` draws it)."""
         robot = RobotState(state.joint_pos, state.joint_vel, state.root_quat_w,
                            quat_rotate_inv(state.root_quat_w, state.root_ang_vel_w))
         phase = (frames.to(torch.float32) / max(self.num_frames - 1, 1)).clamp(0, 1)[:, None]
         return build_observation(robot, self.reference_window(frames), last_action, phase, self.contract)
 
-    @staticmethod
-    def privileged(state) -> torch.Tensor:
-        """Critic-only inputs [N, 4]: pelvis height [m] and linear velocity in the pelvis frame [m/s]."""
-        return torch.cat([state.root_pos_w[:, 2:3], quat_rotate_inv(state.root_quat_w, state.root_lin_vel_w)], -1)
+    def sensor_noise(self, obs: torch.Tensor) -> torch.Tensor:
+        """Noise [N, n_obs] to add to a raw observation: Gaussian with task.randomize's stds on the features the
+        robot's sensors measure, zero elsewhere (not differentiated)."""
+        if not bool((self.obs_noise_std > 0).any()):
+            return torch.zeros_like(obs)
+        return (torch.randn(obs.shape, generator=self.gen).to(self.device) * self.obs_noise_std).detach()
+
+    def privileged(self, state, frames: torch.Tensor) -> torch.Tensor:
+        """Critic-only inputs [N, 7]: pelvis height [m], pelvis linear velocity [m/s] and the reference pelvis
+        position minus the pelvis' [m], both in the pelvis frame (frames [N]: the state's clip frame)."""
+        q = state.root_quat_w
+        offset_w = self.ref.root_pos_w[frames.clamp(0, self.num_frames - 1)] - state.root_pos_w
+        return torch.cat([state.root_pos_w[:, 2:3], quat_rotate_inv(q, state.root_lin_vel_w),
+                          quat_rotate_inv(q, offset_w)], -1)
 
     def env_action(self, action: torch.Tensor) -> torch.Tensor:
         """Env actions [N, 29] that make the PD targets of the contract's action_to_target(action)."""
@@ -220,13 +345,16 @@ class Task:
         s = self.env.state
         return {"frame": self.frame.clone(), "steps": self.steps.clone(), "last_action": self.last_action.detach().clone(),
                 "sim_state": [x.detach().clone() for x in s.as_tuple()], "gen": self.gen.get_state(),
-                "joint_q": self.env.joint_q.detach().clone(), "joint_qd": self.env.joint_qd.detach().clone()}
+                "joint_q": self.env.joint_q.detach().clone(), "joint_qd": self.env.joint_qd.detach().clone(),
+                "hazard": self.hazard.clone(), "push_timer": self.push_timer.clone()}
 
     def load_state_dict(self, d: dict) -> None:
         from bcg_sim.diffsim import SimState
 
         self.frame.copy_(d["frame"])
         self.steps.copy_(d["steps"])
+        self.hazard.copy_(d["hazard"])
+        self.push_timer.copy_(d["push_timer"])
         self.last_action = d["last_action"].to(self.device).clone()
         self.gen.set_state(d["gen"])
         # the env tracks the clip from these frames again; BCG's touchdown rule restarts (feet count as loaded)
@@ -234,3 +362,9 @@ class Task:
         # the exact simulator coordinates (the SimState round trip changes the last bits)
         self.env.joint_q = d["joint_q"].to(self.device).clone()
         self.env.joint_qd = d["joint_qd"].to(self.device).clone()
+
+
+def _up(q: torch.Tensor) -> torch.Tensor:
+    """The body's z axis in the world frame [N, 3] of w x y z quaternions q [N, 4] (third column of R(q))."""
+    w, x, y, z = q.unbind(-1)
+    return torch.stack([2 * (x * z + w * y), 2 * (y * z - w * x), 1 - 2 * (x * x + y * y)], -1)

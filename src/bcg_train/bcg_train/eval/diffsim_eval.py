@@ -115,19 +115,10 @@ def diffsim_rollouts(policy: Policy, cfg: EvalConfig, seeds: list[int], seconds:
     return [Rollout(t, h[:, i], reference_qpos(refs[i], t0[i] + t)) for i in range(n)]
 
 
-def window_tracking(policy: Policy, cfg: EvalConfig, start_times: list[float], seconds: float,
-                    kappa: float | None = None) -> dict[str, float]:
-    """A fixed-protocol tracking score in the training simulator (bcg_train's evaluation during training):
-    one world per start time [s], started exactly in the reference state (no initial noise), the policy through
-    the node's PolicyRunner for `seconds` with no early termination, so a fall keeps counting as the large
-    error it is and policies that survive different times are compared over the same window.
-    Returns e_track_cm (mean over worlds and steps 1..T of metrics.tracking_error), falls (fraction of worlds
-    whose pelvis went below cfg.fall_height), survival_s (mean time to that, or `seconds`), worlds."""
+def _score(runs: list[Rollout], policy: Policy, cfg: EvalConfig) -> dict[str, float]:
+    """Mean E_track [cm] over worlds and steps 1..T, fall fraction, mean survival [s], world count."""
     from bcg_train.eval import metrics
 
-    quiet = dataclasses.replace(cfg, init_joint_noise=0.0, init_root_vel_noise=0.0)
-    runs = diffsim_rollouts(policy, quiet, list(range(len(start_times))), seconds, kappa, start_times,
-                            stop_at_falls=False)
     e, fell, surv = [], [], []
     for r in runs:
         s = metrics.series(r, policy.contract.control_dt, cfg.contact_height)
@@ -137,3 +128,27 @@ def window_tracking(policy: Policy, cfg: EvalConfig, start_times: list[float], s
         surv.append(float(s["time"][i]) if i is not None else float(s["time"][-1]))
     return {"e_track_cm": 100.0 * float(np.mean(e)), "falls": float(np.mean(fell)),
             "survival_s": float(np.mean(surv)), "worlds": len(runs)}
+
+
+def window_tracking(policy: Policy, cfg: EvalConfig, start_times: list[float], seconds: float,
+                    kappa: float | None = None) -> dict[str, float]:
+    """A fixed-protocol tracking score in the training simulator: one world per start time [s], started exactly
+    in the reference state (no initial noise), the policy through the node's PolicyRunner for `seconds` with no
+    early termination, so a fall keeps counting as the large error it is and policies that survive different
+    times are compared over the same window.
+    Returns e_track_cm (mean over worlds and steps 1..T of metrics.tracking_error), falls (fraction of worlds
+    whose pelvis went below cfg.fall_height), survival_s (mean time to that, or `seconds`), worlds."""
+    quiet = dataclasses.replace(cfg, init_joint_noise=0.0, init_root_vel_noise=0.0)
+    runs = diffsim_rollouts(policy, quiet, list(range(len(start_times))), seconds, kappa, start_times,
+                            stop_at_falls=False)
+    return _score(runs, policy, cfg)
+
+
+def clip_tracking(policy: Policy, cfg: EvalConfig, runs: int, seconds: float = 0.0,
+                  kappa: float | None = None) -> dict[str, float]:
+    """bcg-eval's protocol in the training simulator: `runs` rollouts of the whole clip (or `seconds` of it)
+    from its first frame, run i from bcg-eval's start state of seed cfg.base_seed + i (cfg's start noise), no
+    early termination. Same keys as window_tracking."""
+    duration = policy.reference.duration if seconds <= 0 else min(seconds, policy.reference.duration)
+    seeds = [cfg.base_seed + i for i in range(runs)]
+    return _score(diffsim_rollouts(policy, cfg, seeds, duration, kappa, stop_at_falls=False), policy, cfg)
