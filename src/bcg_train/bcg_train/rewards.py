@@ -17,9 +17,9 @@ past ones. Loss per step, as in MimicKit:
 The gradient penalty is taken at the negatives too: they are exactly where SHAC differentiates D, and a smooth
 D there is what gives the actor a useful direction. It also keeps D soft on the negatives (in a toy, logits
 ~ -2 on the far negatives, against -10 to -25 with the penalty at the positive only), which bounds the reward's
-slope there as well; the reward form below matters most where D does saturate. Per iteration D takes epochs x ceil(n / batch_size) steps
-(n: current negatives, the largest count over the processes, so every process steps equally often), SGD with
-momentum (or Adam), so its training follows the samples collected.
+slope there as well; the reward form below matters most where D does saturate. Per iteration D takes
+epochs x ceil(n / batch_size) steps (n: current negatives, the largest count over the processes, so every
+process steps equally often), SGD with momentum (or Adam), so its training follows the samples collected.
 
 Reward. MimicKit's PPO reward r = -log(1 - D) = softplus(logit) is fine as a scalar, but its derivative
 dr/dlogit = D vanishes exactly on the bad samples (D ~ 0) where a first-order learner needs a gradient most.
