@@ -11,7 +11,7 @@ import copy
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_type_hints
 
 from bcg_sim.config import ConfigError, config_dir, from_dict, load_yaml
 
@@ -79,17 +79,26 @@ class RewardConfig:
 
 @dataclass
 class ADDConfig:
+    """ADD discriminator and reward (bcg_train.rewards.ADDReward; the module docstring explains the choices)."""
+
     hidden: list[int] = field(default_factory=lambda: [256, 128])
-    lr: float = 1e-4
+    reward_form: Literal["rational", "softplus"] = "rational"
+    reward_knee: float = 2.0  # rational: r = knee / (knee - log D), so r = 1/2 where -log D = knee
+    reward_floor: float = 1e-4  # softplus: r = -log(max(1 - D, floor))
+    optimizer: Literal["sgd", "adam"] = "sgd"
+    lr: float = 2.5e-4
+    momentum: float = 0.9  # sgd only
+    weight_decay: float = 1e-4
     grad_penalty: float = 2.0
     logit_reg: float = 0.01
-    weight_decay: float = 1e-4
     replay_size: int = 200_000
-    batch_size: int = 512
-    updates_per_iter: int = 1
-    delta_norm_momentum: float = 1e-3
-    delta_norm_min: float = 1e-3
-    reward_floor: float = 1e-4
+    batch_size: int = 128  # current negatives per discriminator step (plus as many from the replay)
+    epochs: int = 2  # passes over the current negatives per iteration
+    delta_norm_min: float = 1e-4
+
+
+ADD_REWARD_FORMS = get_args(get_type_hints(ADDConfig)["reward_form"])  # the Literal's values
+ADD_OPTIMIZERS = get_args(get_type_hints(ADDConfig)["optimizer"])
 
 
 @dataclass
@@ -205,8 +214,16 @@ class TrainConfig:
         need(self.shac.gradvar_every >= 0 and self.shac.gradvar_bootstrap >= 0, "shac.gradvar_every",
              "gradvar_every and gradvar_bootstrap must be >= 0 (0: off)")
         need(self.shac.max_consecutive_skips >= 1, "shac.max_consecutive_skips", "must be >= 1")
-        need(self.add.replay_size >= self.add.batch_size >= 2, "add.replay_size",
-             "need replay_size >= batch_size >= 2")
+        need(self.add.replay_size >= self.add.batch_size >= 1, "add.replay_size",
+             "need replay_size >= batch_size >= 1")
+        need(self.add.epochs >= 1, "add.epochs", f"must be >= 1, got {self.add.epochs}")
+        need(self.add.reward_form in ADD_REWARD_FORMS, "add.reward_form",
+             f"must be one of {ADD_REWARD_FORMS}, got {self.add.reward_form!r}")
+        need(self.add.optimizer in ADD_OPTIMIZERS, "add.optimizer",
+             f"must be one of {ADD_OPTIMIZERS}, got {self.add.optimizer!r}")
+        need(self.add.reward_knee > 0, "add.reward_knee", f"must be > 0, got {self.add.reward_knee}")
+        need(0 < self.add.reward_floor < 1, "add.reward_floor", "must be in (0, 1)")
+        need(self.add.delta_norm_min > 0, "add.delta_norm_min", "must be > 0")
         need(self.ppo.steps_per_env >= 1 and self.ppo.minibatches >= 1, "ppo", "steps_per_env, minibatches >= 1")
         need(self.eval.every >= 0, "eval.every", f"must be >= 0 (0: never), got {self.eval.every}")
         need(self.eval.starts >= 1, "eval.starts", f"must be >= 1, got {self.eval.starts}")
