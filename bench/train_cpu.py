@@ -1,9 +1,9 @@
-"""Training comparison: SHAC+BCG, SHAC and PPO from one seed on one clip for a time budget each.
+"""Training comparison: SHAC+BCG, SHAC and PPO from one seed on one clip, the same iteration budget each.
 
-    python bench/train_cpu.py                                   # preset cpu (64 worlds, h 16), 30 min each
+    python bench/train_cpu.py                                   # preset cpu (64 worlds, h 16), 1000 iterations each
     python bench/train_cpu.py --budget 20it --preset tiny       # a quick check of the bench itself
     python bench/train_cpu.py --procs-compare 4                 # + seconds per SHAC iteration, 1 vs 2 processes
-    python bench/train_cpu.py --reward tracking --budget 8min --parallel   # DeepMimic reward instead of ADD
+    python bench/train_cpu.py --reward tracking --budget 400it --parallel   # DeepMimic reward instead of ADD
     python bench/train_cpu.py --algos ppo --out runs/bench_train ...        # one more run into the same folder
     python bench/train_cpu.py --report-only --out runs/bench_train          # table, ratio, curves of finished runs
 
@@ -53,7 +53,7 @@ def samples_to_reach(run: Path, target: float) -> tuple[int | None, int]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="cpu", help="config/train preset (default: cpu)")
-    ap.add_argument("--budget", default="30min", help="per algorithm (default: 30min)")
+    ap.add_argument("--budget", default="1000it", help="per algorithm: iterations or samples (default: 1000it)")
     ap.add_argument("--motion", default="run", help="(default: run)")
     ap.add_argument("--kappa", type=float, default=300.0, help="kN/m (default: 300)")
     ap.add_argument("--reward", choices=("add", "tracking"), default=None,

@@ -59,7 +59,8 @@ def train_parser() -> argparse.ArgumentParser:
     ap.add_argument("--horizon", type=int, help=f"SHAC horizon h (default: {dflt(('shac', 'horizon'))})")
     ap.add_argument("--device", help=f"cpu | cuda:0 (default: {dflt(('device',))})")
     ap.add_argument("--seed", type=int, help=f"(default: {dflt(('seed',))})")
-    ap.add_argument("--budget", help=f"200it | 2M samples | 30min (default: {dflt(('budget',))})")
+    ap.add_argument("--budget", help="1000it iterations | 2M samples | 30min wall clock (needs shac.lr_decay "
+                    f"constant) (default: {dflt(('budget',))})")
     ap.add_argument("--checkpoint-every", type=int, help=f"iterations (default: {dflt(('checkpoint_every',))})")
     ap.add_argument("--out", help="run folder (default: runs/train/ALGO-MOTION-TIME)")
     ap.add_argument("--resume", metavar="RUN", help="continue RUN from its last checkpoint (--budget may change)")

@@ -55,7 +55,7 @@ class ExperimentConfig:
     kappas: list[float] = field(default_factory=lambda: [5.0, 20.0, 300.0])
     algos: list[str] = field(default_factory=lambda: ["shac-bcg", "shac", "ppo"])
     seeds: list[int] = field(default_factory=lambda: [0])
-    budget: str = "8min"  # bcg-train --budget of one cell: 200it | 2M | 30min
+    budget: str = "400it"  # bcg-train --budget of one cell: 400it | 2M (iterations or samples)
     preset: str = "cpu"  # bcg-train --preset
     reward: str = "tracking"  # bcg-train --reward
     jobs: int = 1  # cells run at once (each trains in its own process, one core each)
