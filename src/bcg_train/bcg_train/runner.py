@@ -124,6 +124,7 @@ class Runner:
         self.cfg, self.out, self.comm, self.procs, self.resume = cfg, out, comm, procs, resume
         self.budget = parse_budget(budget_text or cfg.budget)
         self.stop_signal: int | None = None
+        self._last_eval_row: dict | None = None
 
     # --- building ---
     def build(self) -> None:
@@ -318,8 +319,9 @@ class Runner:
             writer = SummaryWriter(str(self.out / "tb"), purge_step=self.iteration + 1 if self.resume else None)
             total = self.budget.amount
             unit = {"iterations": "it", "samples": "smp", "seconds": "s"}[self.budget.kind]
+            # a terminal gets a live bar; a log file (not a terminal) gets lines: one per evaluation
             bar = tqdm(total=total, unit=unit, desc=f"{self.cfg.algo} {self.motion.name}", dynamic_ncols=True,
-                       file=sys.stderr, initial=min(total, self._progress()))
+                       file=sys.stderr, initial=min(total, self._progress()), disable=not sys.stderr.isatty())
         code = 0
         t0 = time.perf_counter() - self.elapsed
         try:
@@ -339,7 +341,8 @@ class Runner:
                     self._log_row(row, writer)
                     bar.n = min(self.budget.amount, self._progress())
                     bar.set_postfix(E=f"{m['e_track_cm']:.1f}cm", r=f"{m['reward']:.3f}",
-                                    g=f"{m['grad_norm']:.2g}", skip=m.get("skipped_total", 0), refresh=False)
+                                    g=f"{m['grad_norm']:.2g}", skip=m.get("skipped_total", 0),
+                                    **self._eval_postfix(), refresh=False)
                     bar.refresh()
                 stop = self.comm.any(self.stop_signal is not None)
                 guard = getattr(self.algo, "consecutive_skips", 0) >= self.cfg.shac.max_consecutive_skips
@@ -377,9 +380,18 @@ class Runner:
         self.write_summary()
         return code
 
+    def _eval_postfix(self) -> dict:
+        """The newest evaluation for the progress bar: whole-clip E_track and falls."""
+        r = self._last_eval_row
+        return {} if r is None else {"eval": f"{r['e_track_cm']:.1f}cm/{r['falls']:.0%}falls"}
+
     def _report_eval(self, row: dict | None, bar) -> None:
+        if row is not None:
+            self._last_eval_row = row
         if row is not None and bar is not None:
-            bar.write(f"bcg-train: eval at iteration {row['iteration']}: whole clip E_track {row['e_track_cm']:.1f} cm, "
+            m, sec = divmod(int(self.elapsed), 60)
+            bar.write(f"bcg-train: [{m:d}:{sec:02d}, {self.iteration} it, {self.samples} samples] eval at iteration "
+                      f"{row['iteration']}: whole clip E_track {row['e_track_cm']:.1f} cm, "
                       f"falls {row['falls']:.0%} of {row['worlds']}, survival {row['survival_s']:.2f} s; "
                       f"{row['win_worlds']} windows of {self.cfg.eval.seconds:g} s: {row['win_e_track_cm']:.1f} cm, "
                       f"falls {row['win_falls']:.0%}", file=sys.stderr)
