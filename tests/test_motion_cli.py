@@ -27,7 +27,8 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_info(cache: Path) -> None:
     r = _cli("info", "jump", cache=cache)
     assert r.returncode == 0, r.stderr
-    for key in ("duration", "fps", "frames", "root speed mean/peak", "contact left/right", "flight time"):
+    for key in ("duration", "fps", "frames", "root speed mean/peak", "contact left/right", "flight time",
+                "hold-first-pose E_track"):
         assert key in r.stdout
 
 
@@ -37,7 +38,7 @@ def test_convert_and_info_on_the_result(cache: Path, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     r = _cli("info", str(out), cache=cache)
     assert r.returncode == 0, r.stderr
-    assert "fps                    30" in r.stdout and "frames                 121" in r.stdout
+    assert "fps                      30" in r.stdout and "frames                   271" in r.stdout
 
 
 def test_bad_file_is_one_clear_error(cache: Path, tmp_path: Path) -> None:
@@ -161,4 +162,4 @@ def test_convert_honours_the_input_rate_of_a_csv(cache: Path, tmp_path: Path) ->
     r = _cli("convert", str(tmp_path / "b.npz"), str(tmp_path / "c_60hz.csv"), cache=cache)
     assert r.returncode == 0 and "note" not in r.stderr, r.stderr  # the name carries the rate
     r = _cli("info", str(tmp_path / "c_60hz.csv"), cache=cache)
-    assert r.returncode == 0 and "fps                    60" in r.stdout and "warning" not in r.stderr, r.stderr
+    assert r.returncode == 0 and "fps                      60" in r.stdout and "warning" not in r.stderr, r.stderr

@@ -94,7 +94,7 @@ def _list(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     m = library.load(args.clip, fps=args.fps, input_fps=args.input_fps)
     for key, value in summary(m).items():
-        print(f"{key:<22} {value}")
+        print(f"{key:<24} {value}")
     return 0
 
 
