@@ -78,9 +78,16 @@ class PoseKey:
 
 
 @dataclass(frozen=True)
+class HeadingKey:
+    t: float  # [s]
+    yaw: float  # [rad] heading of the path (0 = +x, + = left)
+
+
+@dataclass(frozen=True)
 class RunConfig:
     duration: float  # [s]
-    speed: float  # [m/s] forward (+x) speed, constant: horizontal root motion is ballistic too
+    speed: float  # [m/s] horizontal speed, constant (its direction turns in stance only: flights are ballistic)
+    heading: list[HeadingKey]  # the path's heading (PCHIP through the keys; [] = straight along +x)
     stance_time: float  # [s] single support per step (rounded to whole frames)
     flight_time: float  # [s] (rounded to whole frames); sets the take-off speed g * T / 2
     touchdown_height: float  # [m] pelvis height at touch-down and take-off
