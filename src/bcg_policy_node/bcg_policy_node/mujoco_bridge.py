@@ -459,8 +459,8 @@ class MujocoBridge(Node):
         drawn = self.sim.perturb(self.start_rng, c.start_joint_noise, c.start_root_vel_noise)
         self.perturbations += 1
         self.get_logger().info(f"start-state spread at sim time {self.sim_time:.3f} s (seed {c.seed}): joints "
-                               f"{np.abs(drawn[:-3]).max():.4f} rad max, pelvis velocity {drawn[-3:].round(4).tolist()} "
-                               "m/s")
+                               f"{np.abs(drawn[:-3]).max():.4f} rad max, pelvis velocity "
+                               f"{drawn[-3:].round(4).tolist()} m/s")
         return True
 
     def _on_perturb(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:

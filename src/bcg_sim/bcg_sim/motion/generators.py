@@ -8,8 +8,9 @@ Phase durations are rounded to whole frames so that phase boundaries fall on fra
 
 The clips last 8.5-9 s (a real take) and move enough that a robot holding the first pose scores at least
 twice the seed's Table 2 E_track of their kind (`ops.hold_error`; run 834, jump 80, fight 32, dance 41 cm):
-run = steady running with flights along a path that curves 60 degrees left and back; jump = three jumps in a row (forward, quarter turn left, quarter turn
-right); fight and dance = footwork (steps, turns, weight shifts) under keyframed arm work.
+run = steady running with flights along a path that curves 60 degrees left and back; jump = three jumps in a
+row (forward, quarter turn left, quarter turn right); fight and dance = footwork (steps, turns, weight shifts)
+under keyframed arm work.
 """
 
 from __future__ import annotations
@@ -265,7 +266,8 @@ def _run(c: RunConfig, fps: float, g: float) -> _Plan:
             tm = k * period + ts / 2
             h = float(np.interp(tm, fine, psi))
             p = np.array([np.interp(tm, fine, path[:, 0]), np.interp(tm, fine, path[:, 1])])
-            p += c.foot_forward * np.array([np.cos(h), np.sin(h)]) + sign * c.half_width * np.array([-np.sin(h), np.cos(h)])
+            p += (c.foot_forward * np.array([np.cos(h), np.sin(h)])
+                  + sign * c.half_width * np.array([-np.sin(h), np.cos(h)]))
             holds.append(_Hold(k * period, k * period + ts, float(p[0]), float(p[1]), h))
         tracks.append(_feet_track(holds, times, c.swing))
     # Stride phase: +1 at left mid-stance (right leg swinging forward), -1 at right mid-stance.
