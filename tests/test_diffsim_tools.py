@@ -51,7 +51,7 @@ def test_track_replay_pairs_the_backends_over_the_same_starts(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, msg", [(["--clips", "nope"], "neither a built-in clip"),
-                                       (["--clips", "jump", "--seconds", "5"], "shorter than 5.0 s"),
+                                       (["--clips", "jump", "--seconds", "20"], "shorter than 20.0 s"),
                                        (["--worlds", "0"], "--worlds must be >= 1")])
 def test_track_bad_input_is_one_line_and_exit_2(args, msg, capsys):
     from bcg_sim.diffsim.cli import main as sim_main

@@ -27,7 +27,8 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_info(cache: Path) -> None:
     r = _cli("info", "jump", cache=cache)
     assert r.returncode == 0, r.stderr
-    for key in ("duration", "fps", "frames", "root speed mean/peak", "contact left/right", "flight time"):
+    for key in ("duration", "fps", "frames", "root speed mean/peak", "contact left/right", "flight time",
+                "hold-first-pose E_track"):
         assert key in r.stdout
 
 
@@ -37,7 +38,7 @@ def test_convert_and_info_on_the_result(cache: Path, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     r = _cli("info", str(out), cache=cache)
     assert r.returncode == 0, r.stderr
-    assert "fps                    30" in r.stdout and "frames                 121" in r.stdout
+    assert "fps                      30" in r.stdout and "frames                   271" in r.stdout
 
 
 def test_bad_file_is_one_clear_error(cache: Path, tmp_path: Path) -> None:
@@ -45,6 +46,35 @@ def test_bad_file_is_one_clear_error(cache: Path, tmp_path: Path) -> None:
     bad.write_text("1,2,3\n")
     r = _cli("info", str(bad), cache=cache)
     assert r.returncode == 2 and str(bad) in r.stderr and "Traceback" not in r.stderr
+
+
+LAFAN1_G1 = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "motions" / "lafan1_g1"
+
+
+def test_convert_a_window_of_a_lafan1_clip(cache: Path, tmp_path: Path) -> None:
+    """dance1_subject2 from 30 s to 40 s: 10 s of frames, the first one frame 30 fps of the whole clip (world
+    positions kept); bad windows are one-line errors with exit status 2."""
+    src = LAFAN1_G1 / "dance1_subject2.csv"
+    if not src.is_file():
+        pytest.skip(f"{src} not present (LAFAN1-G1 clips are research-only, not in the repository)")
+    from bcg_sim.motion import load
+
+    out = tmp_path / "dance_30_40.npz"
+    r = _cli("convert", str(src), str(out), "--fps", "50", "--start", "30", "--end", "40", cache=cache)
+    assert r.returncode == 0, r.stderr
+    assert "501 frames at 50 fps (10.00 s)" in r.stdout
+    with pytest.warns(UserWarning):
+        whole = load(src, fps=50)
+    w = load(out)
+    assert w.duration == pytest.approx(10.0) and w.num_frames == 501
+    np.testing.assert_allclose(w.qpos()[0], whole.qpos()[30 * 50], atol=1e-6)  # NPZ stores float32
+    np.testing.assert_allclose(w.qpos()[-1], whole.qpos()[40 * 50], atol=1e-6)
+    for start, end, words in (("40", "30", "after start"), ("30", "200", "outside the clip"),
+                              ("-1", "10", "start must be >= 0")):
+        r = _cli("convert", str(src), str(tmp_path / "bad.npz"), "--start", start, "--end", end, cache=cache)
+        assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.strip().splitlines()[-1].startswith("bcg-motion: error: window --start")
+    assert not (tmp_path / "bad.npz").exists()
 
 
 def test_render_png_strip(cache: Path, tmp_path: Path) -> None:
@@ -132,4 +162,4 @@ def test_convert_honours_the_input_rate_of_a_csv(cache: Path, tmp_path: Path) ->
     r = _cli("convert", str(tmp_path / "b.npz"), str(tmp_path / "c_60hz.csv"), cache=cache)
     assert r.returncode == 0 and "note" not in r.stderr, r.stderr  # the name carries the rate
     r = _cli("info", str(tmp_path / "c_60hz.csv"), cache=cache)
-    assert r.returncode == 0 and "fps                    60" in r.stdout and "warning" not in r.stderr, r.stderr
+    assert r.returncode == 0 and "fps                      60" in r.stdout and "warning" not in r.stderr, r.stderr

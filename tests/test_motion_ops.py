@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bcg_sim.motion import Motion, align_ground, clip, complete, from_23dof, ground_offset, resample, to_23dof
+from bcg_sim.motion import (Motion, align_ground, clip, complete, from_23dof, ground_offset, hold_error, resample,
+                            to_23dof, window)
 from bcg_sim.motion import kinematics, rotations
 
 
@@ -62,6 +63,38 @@ def test_clip_window(twisting: Motion) -> None:
     np.testing.assert_array_equal(w.root_pos_w, twisting.root_pos_w[15:31])
     with pytest.raises(ValueError):
         clip(twisting, 5.0, 6.0)
+
+
+def test_window_cuts_frames_and_keeps_world_positions_and_velocities(twisting: Motion) -> None:
+    w = window(twisting, 0.5, 1.0)
+    assert w.num_frames == 16 and w.duration == pytest.approx(0.5) and w.completed
+    np.testing.assert_array_equal(w.qpos(), twisting.qpos()[15:31])  # not re-based
+    # velocities are the clip's own there (central differences), not one-sided ones at the cut
+    np.testing.assert_array_equal(w.root_lin_vel_w, twisting.root_lin_vel_w[15:31])
+    np.testing.assert_array_equal(w.body_pos_w, twisting.body_pos_w[15:31])
+    np.testing.assert_array_equal(w.foot_contact, twisting.foot_contact[15:31])
+    assert window(twisting) is twisting and window(twisting, 1.5).num_frames == 16
+    assert "[0.5-1 s]" in w.source
+
+
+@pytest.mark.parametrize("start, end, words", [(-0.1, None, "start must be >= 0"), (1.0, 1.0, "after start"),
+                                               (1.0, 0.5, "after start"), (0.0, 2.5, "outside the clip"),
+                                               (3.0, None, "outside the clip"), (1.0, 1.01, "needs two")])
+def test_bad_windows_are_one_line_errors(twisting: Motion, start, end, words) -> None:
+    with pytest.raises(ValueError, match=words) as info:
+        window(twisting, start, end)
+    assert "\n" not in str(info.value)
+    if words == "outside the clip":
+        assert "2.000 s" in str(info.value)  # names the clip's duration
+
+
+def test_hold_error_is_the_mean_body_distance_from_the_first_frame(twisting: Motion) -> None:
+    still = complete(Motion("still", 30.0, np.tile(twisting.root_pos_w[:1], (31, 1)),
+                            np.tile(twisting.root_quat_w[:1], (31, 1)), np.tile(twisting.joint_pos[:1], (31, 1))))
+    assert hold_error(still) == 0.0
+    shifted = still.primary()
+    shifted.root_pos_w = shifted.root_pos_w + np.array([0.3, 0.4, 0.0]) * (np.arange(31) >= 1)[:, None]
+    assert hold_error(shifted) == pytest.approx(0.5 * 30 / 31)  # every body 0.5 m away in 30 of 31 frames
 
 
 def test_ground_alignment_puts_the_contact_soles_at_zero() -> None:

@@ -76,6 +76,31 @@ def test_start_hold_until_position_command_and_standing_height():
     assert lying.pelvis_pose()[0][2] < 0.3
 
 
+def test_start_spread_is_seeded_bounded_and_off_at_zero():
+    """perturb: the same seed gives the same start state, another seed another one; joints stay within their
+    limits; zero stds change nothing and draw nothing."""
+    from bcg_sim.g1 import joint_limits
+
+    def start(seed, joint_std=0.02, vel_std=0.05):
+        sim = G1Sim(_cfg())
+        rng = np.random.default_rng(seed)
+        sim.perturb(rng, joint_std, vel_std)
+        return sim, np.concatenate([sim.data.qpos, sim.data.qvel]), rng
+
+    (sim0, a, _), (_, b, _), (_, c, _) = start(0), start(0), start(1)
+    np.testing.assert_array_equal(a, b)
+    assert np.abs(a - c).max() > 1e-3
+    dq = sim0.data.qpos[sim0.qadr] - DEFAULT
+    assert 0.005 < np.abs(dq).mean() < 0.05 and np.abs(sim0.data.qvel[:3]).max() > 1e-3
+    lo, hi = joint_limits()
+    assert (sim0.data.qpos[sim0.qadr] >= lo).all() and (sim0.data.qpos[sim0.qadr] <= hi).all()
+    _, still, rng = start(0, 0.0, 0.0)
+    np.testing.assert_array_equal(still, np.concatenate([G1Sim(_cfg()).data.qpos, G1Sim(_cfg()).data.qvel]))
+    assert rng.normal() == np.random.default_rng(0).normal()  # nothing drawn
+    with pytest.raises(ConfigError, match="start_joint_noise"):
+        _cfg(start_joint_noise=-0.1)
+
+
 def test_imu_at_rest_reads_gravity_up():
     sim = G1Sim(_cfg())
     sim.step(200)

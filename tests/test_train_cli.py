@@ -166,3 +166,47 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, shac_run, capsys):
     c["kp"][0] += 1.0
     (other / "contract.yaml").write_text(yaml.safe_dump(c, sort_keys=False))
     _assert_bad_input(main_in_process(capsys, "--resume", other), "another policy contract", "kp")
+
+
+LAFAN1_DANCE = REPO.parent / "shared" / "data" / "motions" / "lafan1_g1" / "dance1_subject2.csv"
+
+
+def test_motion_window_of_a_lafan1_clip():
+    """task.motion_start/motion_end cut the clip the task trains on: dance1_subject2 from 30 s to 40 s is 10 s of
+    control-rate frames whose first is frame 30 x 50 of the whole clip (world positions kept)."""
+    if not LAFAN1_DANCE.is_file():
+        pytest.skip(f"{LAFAN1_DANCE} not present (LAFAN1-G1 clips are research-only, not in the repository)")
+    from bcg_sim.motion import load
+
+    from bcg_train.config import load_train_config
+    from bcg_train.runner import load_motion
+
+    cfg = load_train_config("tiny", {"task": {"motion": str(LAFAN1_DANCE), "motion_start": 30.0,
+                                              "motion_end": 40.0}})
+    with pytest.warns(UserWarning):  # the CSV's rate is assumed (30 fps)
+        w = load_motion(cfg, 50.0)
+        whole = load(LAFAN1_DANCE, fps=50.0)
+    assert w.duration == pytest.approx(10.0) and w.num_frames == 501
+    np.testing.assert_array_equal(w.qpos()[0], whole.qpos()[1500])
+    np.testing.assert_array_equal(w.root_lin_vel_w, whole.root_lin_vel_w[1500:2001])
+
+
+def test_motion_window_runs_and_bad_windows_exit_2(tmp_path, capsys):
+    out = tmp_path / "win"
+    p = main_in_process(capsys, "--preset", "tiny", "--motion", "jump", "--motion-start", "1",
+                        "--motion-end", "2", "--budget", "1it", "--out", out)
+    assert p.returncode == 0, p.stderr[-2000:]
+    from bcg_sim.motion import load
+    from bcg_sim.policy import ReferenceTrack
+
+    ref, whole = ReferenceTrack.load_npz(out / "reference.npz", "jump"), load("jump")
+    assert ref.root_pos_w.shape[0] == 51
+    np.testing.assert_allclose(ref.root_pos_w, whole.root_pos_w[50:101])
+    assert yaml.safe_load((out / "config.yaml").read_text())["task"]["motion_end"] == 2.0
+    for args, needles in ((("--motion-start", "2", "--motion-end", "1"), ("task.motion_end", "after")),
+                          (("--motion-start", "-1"), ("task.motion_start", ">= 0")),
+                          (("--motion-start", "100"), ("outside the clip", "--motion-start")),
+                          (("--motion-start", "1", "--motion-end", "1.1"), ("1-1.1 s", "shorter than horizon 2"))):
+        _assert_bad_input(main_in_process(capsys, "--preset", "tiny", "--motion", "jump", *args, "--out",
+                                          tmp_path / "bad"), *needles)
+    _assert_bad_input(main_in_process(capsys, "--resume", out, "--motion-end", "3"), "--motion-end")

@@ -13,6 +13,11 @@ difference (sim2sim):
   motor q/dq/ddq/tau_est in slots 0..28, ``tick`` in ms of sim time, ``mode_machine`` and the CRC.
 - optional sensor noise and state/command latency, emulated wireless-remote buttons, ground truth for
   evaluation, and sim time on ``/clock`` when not running in real time.
+- a seeded start-state spread (``start_joint_noise``, ``start_root_vel_noise``): `perturb_start` adds Gaussian
+  noise to the joint angles and the pelvis linear velocity, drawn from a stream seeded by ``seed``.
+  bcg-sim2sim --start applies it with the press that starts the policy (HOLD -> RUN), so that the N runs of
+  ``bcg-eval --ros`` start from N states like bcg-eval's MuJoCo runs (config/eval.yaml init_joint_noise /
+  init_root_vel_noise), not N times from the same one.
 
 Topics (all names relative, so a namespace or remapping moves them):
   in : /lowcmd (unitree_hg/LowCmd), /sim/press (std_msgs/String, e.g. "start" or "L1+A": hold the
@@ -22,7 +27,7 @@ Topics (all names relative, so a namespace or remapping moves them):
        /sim/body_poses (geometry_msgs/PoseArray, bodies ``ground_truth_bodies`` in world, same order),
        /clock (rosgraph_msgs/Clock, only when ``realtime`` is false)
 Services: /sim/press_start, /sim/press_select (std_srvs/Trigger), /sim/reset (std_srvs/Trigger: back to
-  the start pose).
+  the start pose), /sim/perturb (std_srvs/Trigger: `perturb_start` now).
 Parameters: config/mujoco_bridge.yaml (every key required; see BridgeConfig).
 """
 
@@ -83,7 +88,9 @@ class BridgeConfig:
     remote_press_s: float  # [s] how long /sim/press and the press services hold a button
     bad_crc_log_period_s: float  # [s] at most one bad-CRC warning per period (the count is reported)
     max_catchup_steps: int  # real time: most LowState periods stepped per timer callback when lagging
-    seed: int  # noise seed
+    seed: int  # noise seed (sensor noise; the start-state spread draws from a stream of its own)
+    start_joint_noise: float  # [rad] std of the noise `perturb_start` adds to the joint angles (0: none)
+    start_root_vel_noise: float  # [m/s] std of the noise it adds to the pelvis linear velocity (world frame)
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -99,7 +106,7 @@ class BridgeConfig:
             raise ConfigError(f"start_pose must be 'standing' or 'lying', got {self.start_pose!r}")
         for name in ("noise_q_std", "noise_dq_std", "noise_gyro_std", "noise_acc_std",
                      "state_latency_s", "cmd_latency_s", "ground_truth_rate_hz", "remote_press_s",
-                     "lockstep_timeout_s"):
+                     "lockstep_timeout_s", "start_joint_noise", "start_root_vel_noise"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.max_catchup_steps < 1:
@@ -151,6 +158,8 @@ class G1Sim:
         self._bind_joints()
         self.effort_limit = np.array([MOTORS[j.motor].effort_limit for j in self.joints])
         self.default_q = np.array([j.default for j in self.joints])
+        self.joint_lower = np.array([j.lower for j in self.joints])
+        self.joint_upper = np.array([j.upper for j in self.joints])
         # The bring-up stand gains (the motors' own gains are meant for a balancing policy and let a passive
         # stand fold); the same gains the hold artifact and the policy node's MOVE_TO_DEFAULT/HOLD use.
         kp, kd = stand_gains(cfg.variant)
@@ -215,6 +224,18 @@ class G1Sim:
                 return z + 0.002
             z += 0.001
         raise RuntimeError("could not find a collision-free start height for the G1 within 2 m")
+
+    def perturb(self, rng: np.random.Generator, joint_std: float, root_vel_std: float) -> np.ndarray:
+        """Add N(0, joint_std) to each joint angle (kept within the joint limits, like bcg-eval's MuJoCo start) and
+        N(0, root_vel_std) to the pelvis linear velocity (world frame); returns the 29 + 3 numbers drawn (joint
+        offsets before the clip, velocity change). Draws nothing for a zero std, so a stream is not advanced."""
+        d = self.data
+        dq = rng.normal(0.0, joint_std, len(self.joints)) if joint_std > 0 else np.zeros(len(self.joints))
+        dv = rng.normal(0.0, root_vel_std, 3) if root_vel_std > 0 else np.zeros(3)
+        d.qpos[self.qadr] = np.clip(d.qpos[self.qadr] + dq, self.joint_lower, self.joint_upper)
+        d.qvel[0:3] += dv  # free joint: linear velocity of the pelvis in the world frame
+        mujoco.mj_forward(self.model, d)
+        return np.concatenate([dq, dv])
 
     # -- commands and stepping -----------------------------------------------------------------------
 
@@ -319,6 +340,9 @@ class MujocoBridge(Node):
         self.cfg = config_from_node(self)
         self.sim = G1Sim(self.cfg)
         self.rng = np.random.default_rng(self.cfg.seed)
+        # the start-state spread: a stream of its own, so that it does not shift the sensor noise (and back)
+        self.start_rng = np.random.default_rng(np.random.SeedSequence(self.cfg.seed, spawn_key=(1,)))
+        self.perturbations = 0  # perturb_start calls that changed the state
         self._state_queue: deque[tuple[float, LowState]] = deque()  # (measured at sim time, message)
         self._msg_buffer = LowState()
         self._cmd_queue: deque[tuple[float, MotorCommand]] = deque()  # (apply at sim time, command)
@@ -347,6 +371,7 @@ class MujocoBridge(Node):
         self.create_service(Trigger, "sim/press_start", lambda _rq, rs: self._press_srv("start", rs))
         self.create_service(Trigger, "sim/press_select", lambda _rq, rs: self._press_srv("select", rs))
         self.create_service(Trigger, "sim/reset", self._on_reset)
+        self.create_service(Trigger, "sim/perturb", self._on_perturb)
         # Stepping runs on the steady wall clock: it must not follow /clock, which this node publishes.
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
         self._wall_t0 = self._now_wall()
@@ -424,6 +449,25 @@ class MujocoBridge(Node):
             self.get_logger().error(f"sim/wireless_remote needs {lowlevel.REMOTE_SIZE} bytes, got {len(msg.data)}")
             return
         self._remote_base = bytes(msg.data)
+
+    def perturb_start(self) -> bool:
+        """The seeded start-state spread (start_joint_noise, start_root_vel_noise) added to the state now; False
+        (nothing drawn) when both are 0. The k-th call of a bridge with a given seed draws the same numbers."""
+        c = self.cfg
+        if c.start_joint_noise <= 0 and c.start_root_vel_noise <= 0:
+            return False
+        drawn = self.sim.perturb(self.start_rng, c.start_joint_noise, c.start_root_vel_noise)
+        self.perturbations += 1
+        self.get_logger().info(f"start-state spread at sim time {self.sim_time:.3f} s (seed {c.seed}): joints "
+                               f"{np.abs(drawn[:-3]).max():.4f} rad max, pelvis velocity "
+                               f"{drawn[-3:].round(4).tolist()} m/s")
+        return True
+
+    def _on_perturb(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        response.success = self.perturb_start()
+        response.message = ("start-state spread applied" if response.success else
+                            "start_joint_noise and start_root_vel_noise are 0: nothing to apply")
+        return response
 
     def _on_reset(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         t = self.sim_time

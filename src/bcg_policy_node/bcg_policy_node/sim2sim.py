@@ -19,7 +19,9 @@ Modes:
   move-to-default time, stale timeout and policy rate are sim time: results do not depend on machine load.
 --start presses the emulated remote's start button when the policy node waits in ZERO_TORQUE (it then
 moves to the default pose) and again once it reports HOLD (it then runs the policy); each press is
-released before the next.
+released before the next. With the second press the bridge adds its seeded start-state spread
+(mujoco_bridge start_joint_noise / start_root_vel_noise, seed; 0 by default): the policy's first
+observation is of the perturbed state, as in bcg-eval's MuJoCo runs.
 
 Exit status: 0 after --duration s of sim time, 1 if the policy node ended in DAMPING after a fault or
 --start was given and the policy never ran (RUN not reached), 2 on bad arguments or configuration
@@ -109,7 +111,8 @@ def _ros_args(argv: list[str], overrides: str) -> list[str]:
 
 class Starter:
     """--start: press the remote's start button when the policy node is in ZERO_TORQUE and again when it
-    reports HOLD (once each), never while an earlier press is still held (it would merge with it)."""
+    reports HOLD (once each), never while an earlier press is still held (it would merge with it). The press
+    in HOLD (the one that starts the policy) comes with the bridge's start-state spread (`perturb_start`)."""
 
     def __init__(self, bridge: MujocoBridge, policy: PolicyNode) -> None:
         self.bridge, self.policy = bridge, policy
@@ -120,6 +123,8 @@ class Starter:
         if mode in (Mode.ZERO_TORQUE, Mode.HOLD) and mode not in self._pressed and not self.bridge.pressing:
             self._pressed.add(mode)
             self.bridge.press("start")
+            if mode == Mode.HOLD:
+                self.bridge.perturb_start()
             self.policy.get_logger().info(f"bcg-sim2sim: pressed start in {mode.value} "
                                           f"at sim time {self.bridge.sim_time:.3f} s")
 

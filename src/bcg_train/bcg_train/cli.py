@@ -1,6 +1,7 @@
 """`bcg-train` (also `ros2 run bcg_train train`): train, export a run's policy, plot runs.
 
     bcg-train --motion run --algo shac-bcg --preset cpu             # train (SHAC + BCG, ADD reward)
+    bcg-train --motion dance1_subject2.csv --motion-start 30 --motion-end 40   # a 10-s window of a long clip
     bcg-train --resume runs/train/X                                 # continue from the last checkpoint
     bcg-train export runs/train/X -o policy_dir                     # TorchScript + ONNX + contract
     bcg-train plot runs/train/A runs/train/B -o curves.png          # E_track / reward vs its, samples, time
@@ -23,6 +24,7 @@ from bcg_train.config import ALGOS, REWARDS, load_train_config, parse_budget
 _FLAG_KEYS = {  # CLI flag -> TrainConfig path
     "algo": ("algo",), "budget": ("budget",), "seed": ("seed",), "device": ("device",), "kappa": ("kappa",),
     "num_envs": ("num_envs",), "checkpoint_every": ("checkpoint_every",), "motion": ("task", "motion"),
+    "motion_start": ("task", "motion_start"), "motion_end": ("task", "motion_end"),
     "horizon": ("shac", "horizon"), "reward": ("reward", "kind"),
 }
 
@@ -52,6 +54,11 @@ def train_parser() -> argparse.ArgumentParser:
                                  "(config/train/NAME.yaml over default.yaml); defaults shown are default.yaml's.")
     ap.add_argument("--preset", default="default", help="config/train/NAME.yaml or a path (default: default)")
     ap.add_argument("--motion", help=f"built-in clip or motion file (default: {dflt(('task', 'motion'))})")
+    ap.add_argument("--motion-start", type=float, metavar="S",
+                    help="train on the clip from S seconds (default: its start; world positions are kept)")
+    ap.add_argument("--motion-end", type=float, metavar="S",
+                    help="train on the clip up to S seconds (default: its end), e.g. --motion-start 30 "
+                         "--motion-end 40 for a 10-s window of a long take")
     ap.add_argument("--algo", choices=ALGOS, help=f"(default: {dflt(('algo',))})")
     ap.add_argument("--reward", choices=REWARDS, help=f"(default: {dflt(('reward', 'kind'))})")
     ap.add_argument("--kappa", type=float, help=f"contact stiffness kN/m (default: {dflt(('kappa',))})")

@@ -60,6 +60,8 @@ class RandomizeConfig:
 @dataclass
 class TaskConfig:
     motion: str = "run"
+    motion_start: float = 0.0  # [s] the task uses the clip from here (0: its first frame)
+    motion_end: float | None = None  # [s] ... up to here (None: its last frame)
     episode_steps: int = 500
     start_margin: int = 16
     obs_norm_clip: float = 5.0
@@ -186,6 +188,10 @@ class TrainConfig:
         need(self.num_envs >= 1, "num_envs", f"must be >= 1, got {self.num_envs}")
         need(self.kappa > 0, "kappa", f"must be > 0 kN/m, got {self.kappa}")
         need(self.checkpoint_every >= 1, "checkpoint_every", "must be >= 1")
+        need(self.task.motion_start >= 0, "task.motion_start", f"must be >= 0 s, got {self.task.motion_start}")
+        need(self.task.motion_end is None or self.task.motion_end > self.task.motion_start, "task.motion_end",
+             f"must be after task.motion_start ({self.task.motion_start:g} s) or null (the clip's end), got "
+             f"{self.task.motion_end}")
         need(self.task.episode_steps >= 1, "task.episode_steps", "must be >= 1")
         need(self.task.start_margin >= 0, "task.start_margin", "must be >= 0")
         rz = self.task.randomize

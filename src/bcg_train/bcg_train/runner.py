@@ -69,12 +69,29 @@ def rollout_horizon(cfg: TrainConfig) -> int:
 
 
 def load_motion(cfg: TrainConfig, control_hz: float):
-    from bcg_sim.motion import MotionFormatError, load
+    """The task's clip at the control rate, cut to the window task.motion_start .. task.motion_end [s] (0 / None:
+    the clip's start / end; bcg_sim.motion.window: frames cut, world positions kept). A bad window, or one too
+    short for a rollout, is a TaskError (one line, exit 2)."""
+    from bcg_sim.motion import MotionFormatError, load, window
 
+    t = cfg.task
     try:
-        return load(cfg.task.motion, fps=control_hz)
+        motion = load(t.motion, fps=control_hz)
     except (MotionFormatError, FileNotFoundError, OSError) as exc:
-        raise TaskError(f"motion {cfg.task.motion!r}: {exc}") from exc
+        raise TaskError(f"motion {t.motion!r}: {exc}") from exc
+    if t.motion_start == 0 and t.motion_end is None:
+        return motion
+    try:
+        motion = window(motion, t.motion_start, t.motion_end)
+    except ValueError as exc:
+        raise TaskError(f"motion {t.motion!r}: task.motion_start/motion_end (--motion-start/--motion-end): "
+                        f"{exc}") from exc
+    need = rollout_horizon(cfg) + t.start_margin + 2
+    if motion.num_frames < need:
+        raise TaskError(f"motion {t.motion!r}: the window {t.motion_start:g}-{t.motion_start + motion.duration:g} s "
+                        f"holds {motion.num_frames} frames at {control_hz:g} Hz, shorter than horizon "
+                        f"{rollout_horizon(cfg)} + task.start_margin {t.start_margin} + 2")
+    return motion
 
 
 def contract_for(motion_name: str) -> PolicyContract:

@@ -4,6 +4,7 @@
     bcg-motion info run
     bcg-motion convert dance1_subject2.csv dance.npz --fps 50
     bcg-motion convert g1_moves_clip.csv clip.npz --input-fps 60     (or name the file clip_60hz.csv)
+    bcg-motion convert dance1_subject2.csv dance_30_40.npz --fps 50 --start 30 --end 40   (a 10-s window)
     bcg-motion render run -o run.png [--frames 6] [--ghost jump] [--width 320 --height 400]
     bcg-motion render run -o run.mp4 [--start 1.0 --end 2.5]
 
@@ -50,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("list", help="list the built-in clips")
     s.set_defaults(func=_list)
 
-    s = sub.add_parser("info", help="duration, rate, speeds, contacts, flight time")
+    s = sub.add_parser("info", help="duration, rate, speeds, contacts, flight time, hold-first-pose E_track")
     s.add_argument("clip", help=clip_help)
     s.add_argument("--input-fps", type=float, default=None, help=rate_help)
     s.add_argument("--fps", type=float, help="resample first (default: keep the clip's rate)")
@@ -63,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--fps", type=float, help="resample to this rate (default: keep the clip's rate)")
     s.add_argument("--align-ground", action="store_true",
                    help="shift vertically so the stance soles are at z = 0 (median over stance frames)")
+    s.add_argument("--start", type=float, default=0.0,
+                   help="keep the clip from this time [s] on (default 0); world positions are kept, not re-based")
+    s.add_argument("--end", type=float, default=None, help="keep the clip up to this time [s] (default: its end)")
     s.set_defaults(func=_convert)
 
     r = motions_config().render
@@ -90,7 +94,7 @@ def _list(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     m = library.load(args.clip, fps=args.fps, input_fps=args.input_fps)
     for key, value in summary(m).items():
-        print(f"{key:<22} {value}")
+        print(f"{key:<24} {value}")
     return 0
 
 
@@ -111,11 +115,12 @@ def summary(m: Motion) -> dict[str, str]:
         "double support": f"{c.all(axis=1).mean():.0%} of frames",
         "flight time": f"{flight.sum() / m.fps:.2f} s ({flight.mean():.0%} of frames)",
         "lowest sole": f"{kinematics.foot_heights(m).min() * 1000:.1f} mm",
+        "hold-first-pose E_track": f"{ops.hold_error(m) * 100:.1f} cm (a robot frozen in the first frame)",
     }
 
 
 def _convert(args: argparse.Namespace) -> int:
-    m = library.load(args.input, fps=args.fps, input_fps=args.input_fps)
+    m = ops.window(library.load(args.input, fps=args.fps, input_fps=args.input_fps), args.start, args.end)
     if args.align_ground:
         m = ops.align_ground(m)
     out_rate = formats.rate_in_name(args.output)
@@ -146,11 +151,7 @@ def _render(args: argparse.Namespace) -> int:
 
 def _window(m: Motion, start: float, end: float | None) -> Motion:
     """The frames of m in [start, end] s (the whole clip by default), times restarted at 0."""
-    if start < 0 or (end is not None and end <= start):
-        raise ValueError(f"--start {start:g} / --end {end} must satisfy 0 <= start < end")
-    if start == 0 and end is None:
-        return m
-    return ops.clip(m, start, end)
+    return ops.window(m, start, end)
 
 
 if __name__ == "__main__":

@@ -66,8 +66,9 @@ class StepConfig:
 @dataclass(frozen=True)
 class RootKey:
     t: float  # [s]
-    pos: list[float]  # [x, y, z] pelvis position, m
-    rpy: list[float]  # [roll, pitch, yaw] pelvis orientation, rad (R = Rz Ry Rx)
+    pos: list[float]  # [forward, left, z] m: pelvis offset from the support point in the support heading's
+    # frame (see KeyframedConfig), and the pelvis height above the ground
+    rpy: list[float]  # [roll, pitch, yaw] rad (R = Rz Ry Rx); yaw is added to the support heading
 
 
 @dataclass(frozen=True)
@@ -77,9 +78,16 @@ class PoseKey:
 
 
 @dataclass(frozen=True)
+class HeadingKey:
+    t: float  # [s]
+    yaw: float  # [rad] heading of the path (0 = +x, + = left)
+
+
+@dataclass(frozen=True)
 class RunConfig:
     duration: float  # [s]
-    speed: float  # [m/s] forward (+x) speed, constant: horizontal root motion is ballistic too
+    speed: float  # [m/s] horizontal speed, constant (its direction turns in stance only: flights are ballistic)
+    heading: list[HeadingKey]  # the path's heading (PCHIP through the keys; [] = straight along +x)
     stance_time: float  # [s] single support per step (rounded to whole frames)
     flight_time: float  # [s] (rounded to whole frames); sets the take-off speed g * T / 2
     touchdown_height: float  # [m] pelvis height at touch-down and take-off
@@ -98,12 +106,18 @@ class RunConfig:
 
 
 @dataclass(frozen=True)
+class JumpSpec:
+    distance: float  # [m] displacement during the flight, along the heading before the jump
+    turn: float  # [rad] heading change (yaw, + = left) from the push to the end of the landing
+
+
+@dataclass(frozen=True)
 class JumpConfig:
     stand_time: float  # [s] still standing at the start
     crouch_time: float  # [s]
     push_time: float  # [s] extension from crouch to take-off
     apex: float  # [m] pelvis rise above take-off height (flight time follows, rounded to whole frames)
-    distance: float  # [m] forward (+x) displacement during flight
+    jumps: list[JumpSpec]  # one stand-crouch-push-flight-land-recover-end cycle each, one after the other
     landing_time: float  # [s] absorb to the landing crouch
     recover_time: float  # [s] back to standing
     end_time: float  # [s] still standing at the end
@@ -118,17 +132,25 @@ class JumpConfig:
     tuck: float  # [m] extra foot lift relative to the pelvis at the middle of the flight
     hold: float  # fraction of the flight with vertical-only foot motion (see SwingConfig.hold)
     poses: dict[str, dict[str, float]]  # joint name (no "_joint") -> rad; unnamed joints: G1 default
-    keys: list[PoseKey]  # upper-body keyframes; times are fractions of the phases, see generators.jump
+    keys: list[PoseKey]  # upper-body keyframes of one jump; times are fractions of its phases, see generators._jump
 
 
 @dataclass(frozen=True)
 class KeyframedConfig:
-    """A clip with planted feet and keyframed pelvis/upper body (fight, dance); steps move one foot."""
+    """A clip of footwork (fight, dance): steps move one foot at a time; the pelvis follows the support.
+
+    Support point and heading: the weighted mean of the two feet (sole points, yaws) with the left foot's
+    weight w(t): 0.5 in double support, shifted to `weight_shift` over the foot that stays planted during
+    `shift_time` before a lift, held through the swing, back to 0.5 during `settle_time` after touch-down
+    (monotone PCHIP through those keys). The pelvis sits at the support point plus the keyframed offset."""
 
     duration: float  # [s]
     half_width: float  # [m] initial footholds: (x, +-half_width), yaw 0, plus `stagger`
     stagger: list[float]  # [left dx, right dx, left yaw, right yaw] initial foothold offsets, m / rad
     swing: SwingConfig
+    weight_shift: float  # (0.5, 1]: share of the weight on the planted foot while the other one steps
+    shift_time: float  # [s] weight transfer before a lift
+    settle_time: float  # [s] back to even weight after a touch-down
     steps: list[StepConfig]
     root: list[RootKey]
     poses: dict[str, dict[str, float]]

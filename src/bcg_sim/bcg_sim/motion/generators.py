@@ -5,6 +5,12 @@ keyframes, all from config/motions.yaml. The legs are then solved by `ik.solve_l
 exactly where the plan puts them: flat and still on the ground in stance (no sliding, no penetration), and
 clear of the ground in swing. During flight the pelvis follows a ballistic parabola (gravity g).
 Phase durations are rounded to whole frames so that phase boundaries fall on frames.
+
+The clips last 8.5-9 s (a real take) and move enough that a robot holding the first pose scores at least
+twice the seed's Table 2 E_track of their kind (`ops.hold_error`; run 834, jump 80, fight 32, dance 41 cm):
+run = steady running with flights along a path that curves 60 degrees left and back; jump = three jumps in a
+row (forward, quarter turn left, quarter turn right); fight and dance = footwork (steps, turns, weight shifts)
+under keyframed arm work.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from bcg_sim.motion.config import (GenerationConfig, JumpConfig, KeyframedConfig
 from bcg_sim.motion.motion import Motion
 
 # Bump when the generator code changes in a way that changes its output (part of the cache key).
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: 8.5-9 s clips; a curving run; jump sequences with turns; footwork pelvis over the support
 CLIPS = ("run", "jump", "fight", "dance")
 _JOINT_INDEX = {j.name: i for i, j in enumerate(JOINTS_29)}
 _FEET = ("left", "right")
@@ -207,10 +213,14 @@ def _hermite(p0: np.ndarray, v0: np.ndarray, p1: np.ndarray, v1: np.ndarray, T: 
 
 # ----------------------------------------------------------------------------------------------- run
 def _run(c: RunConfig, fps: float, g: float) -> _Plan:
-    """Steady running along +x: alternating single-support stances and ballistic flights.
+    """Steady running: alternating single-support stances and ballistic flights, along a path that turns.
 
     Stance: the pelvis dips on a parabola between take-off and touch-down vertical speeds (+-g Tf / 2),
-    so z is C1 and periodic; horizontal speed is constant throughout (ballistic in flight by construction).
+    so z is C1 and periodic. The horizontal speed is constant; its direction (the heading) follows the
+    `heading` keys but turns only in stance, with a rate (1 - cos 2 pi s) shaped over each stance (zero at
+    touch-down and take-off), so the horizontal velocity is constant in every flight (ballistic). The pelvis
+    banks into the turns (atan(v w / g) for the keys' turn rate w). Footholds: under the pelvis at mid-stance,
+    half_width to the side and foot_forward ahead in that step's heading, the foot pointing along it.
     """
     times = np.arange(_frames(c.duration, fps) + 1) / fps
     ts, tf = _frames(c.stance_time, fps) / fps, _frames(c.flight_time, fps) / fps
@@ -221,18 +231,53 @@ def _run(c: RunConfig, fps: float, g: float) -> _Plan:
     tau = phase - ts
     z = np.where(phase < ts, c.touchdown_height - vz * ts * (s - s ** 2),
                  c.touchdown_height + vz * tau - 0.5 * g * tau ** 2)
-    root = np.stack([c.speed * times, np.zeros_like(times), z], axis=1)
-    # Footstep k (left when even) is planted over [k P, k P + Ts], centred under the pelvis at mid-stance.
+    # heading on a fine grid (substeps per frame) from 2 steps before the clip to 2 after, integrated to a path
+    sub = 20
     k_range = range(-2, int(np.ceil(times[-1] / period)) + 2)
+    n0 = int(np.ceil(2 * period * fps)) * sub
+    fine = (np.arange(-n0, (times.size - 1) * sub + n0 + 1)) / (fps * sub)
+    tk = np.array([k.t for k in c.heading]) if c.heading else np.zeros(1)
+    yk = np.array([k.yaw for k in c.heading]) if c.heading else np.zeros(1)
+    wanted = PchipInterpolator(tk, yk) if tk.size > 1 else None  # the keys' heading, held outside them
+
+    def heading_at(t: np.ndarray) -> np.ndarray:
+        return wanted(np.clip(t, tk[0], tk[-1])) if wanted is not None else np.full_like(t, yk[0])
+
+    k_step = np.floor(fine / period)  # the step each fine time belongs to
+    ph = np.minimum(fine - k_step * period, ts)  # time into that step's stance (held through its flight)
+    steps = np.unique(k_step)
+    turn = heading_at((steps + 1) * period) - heading_at(steps * period)  # each step's heading change [rad]
+    idx = np.searchsorted(steps, k_step)
+    before = np.concatenate([[0.0], np.cumsum(turn)[:-1]])[idx]
+    # in stance dpsi/dt = turn / ts * (1 - cos(2 pi ph / ts)), integrated exactly; constant in flight
+    psi = before + turn[idx] / ts * (ph - ts / (2.0 * np.pi) * np.sin(2.0 * np.pi * ph / ts))
+    psi += yk[0] - psi[n0]  # the heading at t = 0 is the first key's
+    vel = c.speed * np.stack([np.cos(psi), np.sin(psi)], axis=1)
+    path = np.concatenate([[[0.0, 0.0]], np.cumsum(0.5 * (vel[1:] + vel[:-1]) / (fps * sub), axis=0)])
+    path -= path[n0]  # the pelvis starts at the origin
+    frame = n0 + sub * np.arange(times.size)
+    root = np.concatenate([path[frame], z[:, None]], axis=1)
     tracks = []
     for side, sign in zip((0, 1), (1.0, -1.0)):
-        holds = [_Hold(k * period, k * period + ts, c.speed * (k * period + ts / 2) + c.foot_forward,
-                       sign * c.half_width, 0.0) for k in k_range if k % 2 == side]
+        holds = []
+        for k in k_range:
+            if k % 2 != side:
+                continue
+            tm = k * period + ts / 2
+            h = float(np.interp(tm, fine, psi))
+            p = np.array([np.interp(tm, fine, path[:, 0]), np.interp(tm, fine, path[:, 1])])
+            p += (c.foot_forward * np.array([np.cos(h), np.sin(h)])
+                  + sign * c.half_width * np.array([-np.sin(h), np.cos(h)]))
+            holds.append(_Hold(k * period, k * period + ts, float(p[0]), float(p[1]), h))
         tracks.append(_feet_track(holds, times, c.swing))
     # Stride phase: +1 at left mid-stance (right leg swinging forward), -1 at right mid-stance.
     stride = np.cos(np.pi * (times - ts / 2) / period)
     arm = np.cos(np.pi * (times - period) / period)  # +1 when the right foot touches down (left arm forward)
-    quat = rotations.from_euler_zyx(c.roll_amplitude * stride, np.full_like(times, c.lean), c.yaw_amplitude * stride)
+    rate = (wanted.derivative()(np.clip(times, tk[0], tk[-1])) * ((times >= tk[0]) & (times <= tk[-1]))
+            if wanted is not None else np.zeros_like(times))  # the keys' turn rate [rad/s]
+    bank = -np.arctan(c.speed * rate / g)  # lean into the turn (a left turn rolls the pelvis left: roll < 0)
+    quat = rotations.from_euler_zyx(c.roll_amplitude * stride + bank, np.full_like(times, c.lean),
+                                    psi[frame] + c.yaw_amplitude * stride)
     joints = np.tile(_model.default_joint_pos(), (times.size, 1))
     for name, value in {
         "waist_yaw": -c.waist_yaw_amplitude * stride,
@@ -249,68 +294,132 @@ def _run(c: RunConfig, fps: float, g: float) -> _Plan:
 
 # ----------------------------------------------------------------------------------------------- jump
 def _jump(c: JumpConfig, fps: float, g: float) -> _Plan:
-    """Stand, crouch, push off, ballistic flight forward, land, absorb, stand up.
+    """Jumps one after the other: stand, crouch, push off, ballistic flight, land, absorb, stand up -- each
+    `c.jumps` entry one such cycle, travelling `distance` along the heading it starts with and turning by `turn`.
 
-    Phases 0..6: stand, crouch, push, flight, landing, recover, end. Upper-body key times in the config are
-    `phase + fraction` (e.g. 3.5 = middle of the flight). In flight the feet rise with the pelvis plus a tuck,
-    and land flat at the new footholds.
+    Phases 0..6 of a cycle: stand, crouch, push, flight, landing, recover, end. Upper-body key times in the
+    config are `phase + fraction` (e.g. 3.5 = middle of the flight), the same in every cycle. In flight the
+    feet rise with the pelvis plus a tuck, and land flat at the new footholds. The heading turns (PCHIP, no
+    overshoot) from the start of the push to the end of the landing; in flight the horizontal velocity is
+    constant and the height ballistic.
     """
+    if not c.jumps:
+        raise ConfigError("motions.yaml: jump.jumps needs at least one jump")
     t_flight = _frames(2.0 * np.sqrt(2.0 * c.apex / g), fps) / fps
-    vz, vx = 0.5 * g * t_flight, c.distance / t_flight
+    vz = 0.5 * g * t_flight
     durations = [_frames(d, fps) / fps for d in (c.stand_time, c.crouch_time, c.push_time)] + [t_flight] + [
         _frames(d, fps) / fps for d in (c.landing_time, c.recover_time, c.end_time)]
-    starts = np.concatenate([[0.0], np.cumsum(durations)])
-    times = np.arange(_frames(starts[-1], fps) + 1) / fps
-    x_to = vx * durations[2] / 2  # average speed of a Hermite ramp from rest is half its final speed
-    x_end = x_to + c.distance + vx * durations[4] / 2
-    track = (_Track(np.array([0.0, 0.0, c.stand_height]), g).hold(durations[0])
-             .hermite(durations[1], [0.0, 0.0, c.crouch_height])
-             .hermite(durations[2], [x_to, 0.0, c.takeoff_height], [vx, 0.0, vz])
-             .ballistic(durations[3])
-             .hermite(durations[4], [x_end, 0.0, c.land_height])
-             .hermite(durations[5], [x_end, 0.0, c.stand_height]).hold(durations[6]))
+    cycle = float(np.sum(durations))
+    phase_starts = np.concatenate([[0.0], np.cumsum(durations)])  # [8] within one cycle
+    times = np.arange(_frames(cycle * len(c.jumps), fps) + 1) / fps
+    track = _Track(np.array([0.0, 0.0, c.stand_height]), g)
+    centre, heading = np.zeros(2), 0.0
+    feet_holds: list[list[_Hold]] = [[], []]
+    yaw_t, yaw_v, pitch_t, pitch_v = [], [], [], []
+    for k, jump in enumerate(c.jumps):
+        t0 = k * cycle
+        d = np.array([np.cos(heading), np.sin(heading)])
+        vx = jump.distance / t_flight
+        to = centre + d * vx * durations[2] / 2  # average speed of a Hermite ramp from rest is half its final
+        land = to + d * jump.distance
+        end = land + d * vx * durations[4] / 2
+        track.hold(durations[0]).hermite(durations[1], [*centre, c.crouch_height])
+        track.hermite(durations[2], [*to, c.takeoff_height], [*(d * vx), vz]).ballistic(durations[3])
+        track.hermite(durations[4], [*end, c.land_height]).hermite(durations[5], [*end, c.stand_height])
+        track.hold(durations[6])
+        new_heading = heading + jump.turn
+        t_off, t_on = t0 + phase_starts[3], t0 + phase_starts[4]
+        for side, sign in enumerate((1.0, -1.0)):
+            # the take-off foothold is the previous landing's (same place and heading): it ends at this take-off
+            t_planted = feet_holds[side].pop().t0 if feet_holds[side] else -np.inf
+            for ctr, hd, ta, tb in ((centre, heading, t_planted, t_off), (end, new_heading, t_on, np.inf)):
+                x, y = (ctr + c.foot_forward * np.array([np.cos(hd), np.sin(hd)])
+                        + sign * c.half_width * np.array([-np.sin(hd), np.cos(hd)]))
+                feet_holds[side].append(_Hold(ta, tb, x, y, hd))
+        yaw_t += [t0 + phase_starts[2], t0 + phase_starts[5]]
+        yaw_v += [heading, new_heading]
+        pitch_t += list(t0 + phase_starts[:7])
+        pitch_v += [0.0, 0.0, c.lean, c.takeoff_lean, 0.0, c.lean, 0.0]
+        centre, heading = end, new_heading
     root = track.sample(times)
-    t_off, t_on = starts[3], starts[4]
 
     def lift(t: np.ndarray) -> np.ndarray:  # feet follow the pelvis rise in flight (legs keep their length)
         return track.sample(t)[:, 2] - c.takeoff_height
 
-    tracks = []
-    for sign in (1.0, -1.0):
-        holds = [_Hold(-np.inf, t_off, c.foot_forward, sign * c.half_width, 0.0),
-                 _Hold(t_on, np.inf, x_end + c.foot_forward, sign * c.half_width, 0.0)]
-        tracks.append(_feet_track(holds, times, SwingConfig(apex=c.tuck, hold=c.hold, pitch=0.0), lift))
-    # pelvis pitch at the phase starts: upright, lean in the crouch, less at take-off, upright in flight, lean
-    # again when absorbing the landing, upright at the end
-    pitch = _interp(starts[:7], np.array([0.0, 0.0, c.lean, c.takeoff_lean, 0.0, c.lean, 0.0]), times)
-    quat = rotations.from_euler_zyx(np.zeros_like(times), pitch, np.zeros_like(times))
+    tracks = [_feet_track(holds, times, SwingConfig(apex=c.tuck, hold=c.hold, pitch=0.0), lift)
+              for holds in feet_holds]
+    yaw = _interp(np.array(yaw_t), np.array(yaw_v), times)
+    pitch = _interp(np.array(pitch_t), np.array(pitch_v), times)
+    quat = rotations.from_euler_zyx(np.zeros_like(times), pitch, yaw)
 
     def key_time(k: float) -> float:
         i = int(np.clip(np.floor(k), 0, len(durations) - 1))
-        return float(starts[i] + (k - i) * durations[i])
+        return float(phase_starts[i] + (k - i) * durations[i])
 
-    joints = _upper_body(c.poses, c.keys, times, key_time)
+    cycle_keys = [(key_time(k.t), k.pose) for k in c.keys]
+    keys = [PoseKey(n * cycle + t, pose) for n in range(len(c.jumps)) for t, pose in cycle_keys
+            if n == 0 or t > 1e-9]  # a cycle's first key is the previous one's last (same pose)
+    joints = _upper_body(c.poses, keys, times)
     return _Plan(times, root, quat, joints, *_stack_feet(tracks))
 
 
 # ----------------------------------------------------------------------------------------------- fight/dance
 def _keyframed(c: KeyframedConfig, fps: float) -> _Plan:
-    """Planted feet (with optional steps), keyframed pelvis pose and upper body."""
+    """Footwork: footholds from the steps, the pelvis over the support point of the feet (weight shifts before
+    each lift, see KeyframedConfig) plus keyframed offsets, keyframed upper body."""
     times = np.arange(_frames(c.duration, fps) + 1) / fps
     lx, rx, lyaw, ryaw = c.stagger
     holds = {"left": [_Hold(-np.inf, np.inf, lx, c.half_width, lyaw)],
              "right": [_Hold(-np.inf, np.inf, rx, -c.half_width, ryaw)]}
-    for step in sorted(c.steps, key=lambda s: s.t_lift):
+    steps = sorted(c.steps, key=lambda s: s.t_lift)
+    for step in steps:
         if step.foot not in holds:
             raise ConfigError(f"motions.yaml: step foot must be 'left' or 'right', got {step.foot!r}")
         last = holds[step.foot][-1]
+        if not last.t0 < step.t_lift < step.t_land:
+            raise ConfigError(f"motions.yaml: {step.foot} step lifting at {step.t_lift} s: the foot lands at "
+                              f"{last.t0} s before it, and must land after the lift (t_land {step.t_land})")
         dx, dy, dyaw = step.move
         holds[step.foot][-1] = _Hold(last.t0, step.t_lift, last.x, last.y, last.yaw)
         holds[step.foot].append(_Hold(step.t_land, np.inf, last.x + dx, last.y + dy, last.yaw + dyaw))
+    for a, b in zip(steps[:-1], steps[1:]):
+        if b.t_lift <= a.t_land:
+            raise ConfigError(f"motions.yaml: the {b.foot} foot lifts at {b.t_lift} s while the {a.foot} foot is "
+                              f"in the air (until {a.t_land} s): one foot at a time")
     tracks = [_feet_track(holds[f], times, c.swing) for f in _FEET]
+    foot_pos, foot_yaw, foot_pitch, foot_swing = _stack_feet(tracks)
+    w = _support_weight(c, steps, times)[:, None]  # [T, 1] share of the left foot
+    support = w * foot_pos[:, 0, :2] + (1.0 - w) * foot_pos[:, 1, :2]  # [T, 2]
+    heading = w[:, 0] * foot_yaw[:, 0] + (1.0 - w[:, 0]) * foot_yaw[:, 1]
     tk = np.array([k.t for k in c.root])
-    root = _interp(tk, np.array([k.pos for k in c.root], float), times)
+    offset = _interp(tk, np.array([k.pos for k in c.root], float), times)  # [T, 3] forward, left, z
     rpy = _interp(tk, np.array([k.rpy for k in c.root], float), times)
-    quat = rotations.from_euler_zyx(rpy[:, 0], rpy[:, 1], rpy[:, 2])
+    cos, sin = np.cos(heading), np.sin(heading)
+    root = np.stack([support[:, 0] + cos * offset[:, 0] - sin * offset[:, 1],
+                     support[:, 1] + sin * offset[:, 0] + cos * offset[:, 1], offset[:, 2]], axis=1)
+    quat = rotations.from_euler_zyx(rpy[:, 0], rpy[:, 1], heading + rpy[:, 2])
     joints = _upper_body(c.poses, c.keys, times)
-    return _Plan(times, root, quat, joints, *_stack_feet(tracks))
+    return _Plan(times, root, quat, joints, foot_pos, foot_yaw, foot_pitch, foot_swing)
+
+
+def _support_weight(c: KeyframedConfig, steps: list, times: np.ndarray) -> np.ndarray:
+    """[T] the left foot's share of the support: 0.5, shifted to the planted foot during shift_time before each
+    lift and held to the touch-down, then back to 0.5 over settle_time -- unless the next shift starts before
+    that, when the weight goes straight from one planted foot to the other (steps in a row)."""
+    keys: list[tuple[float, float]] = [(0.0, 0.5)]
+    settling = False  # the last key ends a settling back to 0.5
+    for step in steps:
+        target = 1.0 - c.weight_shift if step.foot == "left" else c.weight_shift
+        start = step.t_lift - c.shift_time
+        if settling and keys[-1][0] > start - 1e-9:
+            keys.pop()
+        elif keys[-1][0] < start - 1e-9:
+            keys.append((start, keys[-1][1]))
+        keys += [(step.t_lift, target), (step.t_land, target), (step.t_land + c.settle_time, 0.5)]
+        settling = True
+    if keys[-1][0] < times[-1]:
+        keys.append((float(times[-1]), keys[-1][1]))
+    tk, wk = np.array(keys).T
+    if np.any(np.diff(tk) <= 0):
+        raise ConfigError("motions.yaml: steps must lift after the clip start and after the last touch-down")
+    return _interp(tk, wk, times)

@@ -1,9 +1,11 @@
-"""Operations on motions: resampling, time windows, ground alignment, 29 <-> 23 DoF mapping.
+"""Operations on motions: resampling, time windows, ground alignment, hold baseline, 29 <-> 23 DoF mapping.
 
 All return new, completed `Motion`s (derived fields recomputed on the result).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -55,6 +57,48 @@ def clip(motion: Motion, start: float = 0.0, end: float | None = None) -> Motion
     out.root_pos_w, out.root_quat_w, out.joint_pos = (a[keep] for a in
                                                       (motion.root_pos_w, motion.root_quat_w, motion.joint_pos))
     return kinematics.complete(out)
+
+
+def window(motion: Motion, start: float = 0.0, end: float | None = None) -> Motion:
+    """The part of a clip from `start` to `end` seconds (end None: to the clip's end), checked: a window that
+    is empty, reversed or reaches outside the clip raises a one-line ValueError naming the clip's duration.
+
+    Frames are cut, not moved: world positions and headings stay where they were (the window's first frame is
+    the clip's first frame at or after `start`, bit for bit), times restart at 0. The derived fields
+    (velocities, body poses, contacts) are the whole clip's at the kept frames, so the window's first frame
+    has the velocity the clip has there (a recomputation would use one-sided differences at the cut).
+    start=0, end=None: the clip itself.
+    """
+    dur = motion.duration
+    what = f"window --start {start:g} --end {'(clip end)' if end is None else f'{end:g}'} s of {motion.name!r}"
+    if not np.isfinite(start) or start < 0:
+        raise ValueError(f"{what}: start must be >= 0 s")
+    if end is not None and (not np.isfinite(end) or end <= start):
+        raise ValueError(f"{what}: end must be after start")
+    if start > dur + _TIME_EPS or (end is not None and end > dur + 1e-6):
+        raise ValueError(f"{what}: outside the clip, which lasts {dur:.3f} s")
+    if start == 0 and (end is None or end >= dur - _TIME_EPS):
+        return motion
+    m = motion if motion.completed else kinematics.complete(motion.primary())
+    t = m.times
+    keep = (t >= start - _TIME_EPS) & (t <= (dur if end is None else end) + _TIME_EPS)
+    if keep.sum() < 2:
+        raise ValueError(f"{what}: holds {keep.sum()} frame(s) at {m.fps:g} fps; a window needs two")
+    out = dataclasses.replace(m, body_names=list(m.body_names), **{
+        f.name: np.array(getattr(m, f.name)[keep]) for f in dataclasses.fields(m)
+        if isinstance(getattr(m, f.name), np.ndarray)})
+    end_s = start + out.duration
+    out.source = f"{motion.source} [{start:g}-{end_s:g} s]" if motion.source else f"[{start:g}-{end_s:g} s]"
+    return out
+
+
+def hold_error(motion: Motion) -> float:
+    """The clip's hold-the-first-pose baseline E_track [m]: the tracking error (world-frame body positions, mean
+    over bodies and frames, as bcg-eval's E_track) of a robot that stays frozen in the clip's first frame.
+
+    A policy whose E_track is not well below this has not tracked the clip, whatever it did."""
+    m = motion if motion.completed else kinematics.complete(motion.primary())
+    return float(np.linalg.norm(m.body_pos_w - m.body_pos_w[:1], axis=-1).mean())
 
 
 def ground_offset(motion: Motion) -> float:

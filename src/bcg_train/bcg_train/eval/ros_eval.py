@@ -1,8 +1,11 @@
 """bcg-eval --ros: the deployed stack measured, not only the Python loop.
 
 Each run is one `bcg-sim2sim --fast --start --record BAG` (MuJoCo bridge + policy node + recorder over real
-DDS, lockstep on sim time), with the bridge's noise seed varied per run. The bridge starts standing at the
-default pose; the policy node goes ZERO_TORQUE -> MOVE_TO_DEFAULT -> HOLD -> RUN on the emulated remote.
+DDS, lockstep on sim time), with the bridge's seed varied per run (base_seed + i, like the MuJoCo path). The
+bridge starts standing at the default pose; the policy node goes ZERO_TORQUE -> MOVE_TO_DEFAULT -> HOLD -> RUN
+on the emulated remote. With the press that starts RUN the bridge adds the start-state spread of the MuJoCo
+path (eval init_joint_noise on the joint angles, init_root_vel_noise on the pelvis velocity; Gaussian, drawn
+from the run's seed), so N runs start from N states.
 From the bag: RUN start = the `-> RUN` transition's stamp (sim time), pelvis pose from /sim/ground_truth
 (50 Hz, stamped with sim time), joint angles from the /lowstate of the same tick (ms of sim time). The
 reference is aligned like the node's runner does (heading of the robot at RUN start, clip at the origin).
@@ -46,6 +49,8 @@ def run_sim2sim(policy_dir: Path, bag: Path, duration: float, cfg: EvalConfig, s
            "-p", f"mujoco_bridge:remote_press_s:={cfg.ros_remote_press_s}",
            "-p", f"mujoco_bridge:physics_dt:={cfg.physics_dt}",
            "-p", f"mujoco_bridge:seed:={seed}",
+           "-p", f"mujoco_bridge:start_joint_noise:={cfg.init_joint_noise}",
+           "-p", f"mujoco_bridge:start_root_vel_noise:={cfg.init_root_vel_noise}",
            "-p", f"mujoco_bridge:noise_q_std:={cfg.noise_q_std}",
            "-p", f"mujoco_bridge:noise_dq_std:={cfg.noise_dq_std}",
            "-p", f"mujoco_bridge:noise_gyro_std:={cfg.noise_gyro_std}",
