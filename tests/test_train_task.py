@@ -129,3 +129,21 @@ def test_privileged_inputs_see_the_pelvis_offset_from_the_clip(tmp_path):
     yaw_free = torch.linalg.vector_norm(p[1, 4:])  # in the pelvis frame: same length, rotated
     assert float(yaw_free) == pytest.approx(0.7, abs=1e-4)
     assert float(p[1, 0]) == pytest.approx(float(s.root_pos_w[1, 2]))
+
+
+def test_action_delay_applies_the_previous_action_in_delayed_episodes(tmp_path):
+    task = _task(tmp_path, n=400, randomize={"action_delay_prob": 0.25})
+    share = float(task.delayed.double().mean())
+    assert share == pytest.approx(0.25, abs=0.07)
+    prev, now = torch.full((400, 29), 0.5), torch.full((400, 29), -1.0)
+    task.last_action = prev
+    applied = task.delay(now)
+    assert torch.equal(applied[task.delayed], prev[task.delayed])
+    assert torch.equal(applied[~task.delayed], now[~task.delayed])
+    # the gradient reaches the previous step's action in delayed worlds, this step's elsewhere
+    prev, now = prev.clone().requires_grad_(), now.clone().requires_grad_()
+    task.last_action = prev
+    task.delay(now).sum().backward()
+    assert torch.equal(prev.grad[:, 0] > 0, task.delayed) and torch.equal(now.grad[:, 0] > 0, ~task.delayed)
+    none = _task(tmp_path / "none", n=50)
+    assert not bool(none.delayed.any())

@@ -55,6 +55,7 @@ class RandomizeConfig:
     obs_joint_vel: float = 0.0  # [rad/s] ... joint velocities
     obs_ang_vel: float = 0.0  # [rad/s] ... gyroscope
     obs_gravity: float = 0.0  # std of noise on the observed projected gravity (unit vector)
+    action_delay_prob: float = 0.0  # share of episodes whose actions reach the motors one control step late
 
 
 @dataclass
@@ -198,6 +199,7 @@ class TrainConfig:
         need(min(rz.reset_joint_noise, rz.reset_root_vel_noise, rz.reset_root_ang_vel_noise, rz.push_lin_vel,
                  rz.obs_joint_pos, rz.obs_joint_vel, rz.obs_ang_vel, rz.obs_gravity) >= 0, "task.randomize",
              "noise levels must be >= 0")
+        need(0 <= rz.action_delay_prob <= 1, "task.randomize.action_delay_prob", "must be in [0, 1]")
         need(len(rz.push_interval_s) == 2 and 0 < rz.push_interval_s[0] <= rz.push_interval_s[1],
              "task.randomize.push_interval_s", f"must be [min, max] with 0 < min <= max, got {rz.push_interval_s}")
         st = self.task.start

@@ -63,7 +63,7 @@ class TaskVecEnv(VecEnv):
     @torch.no_grad()
     def step(self, actions: torch.Tensor):
         t = self.task
-        out = t.env.step(t.env_action(actions))
+        out = t.env.step(t.env_action(t.delay(actions)))
         ref_f = features(t.ref_kinematics(t.frame + 1))
         sim_f = features(t.sim_kinematics(out))
         r = self.reward(sim_f, ref_f) + t.cfg.reward.alive_bonus

@@ -154,7 +154,7 @@ class SHAC:
             if mu.requires_grad:
                 mu.register_hook(_zero_nonfinite)  # a diverged world's gradient stops here
             action = mu + self._noise(mu)
-            out = env.step(task.env_action(action))
+            out = env.step(task.env_action(task.delay(action)))
             ref_f = features(task.ref_kinematics(task.frame + 1))
             sim_f = features(task.sim_kinematics(out))
             r = self.reward(sim_f, ref_f) + alive_bonus

@@ -10,7 +10,8 @@
   the reference; the pelvis below the sim's min_root_height; a non-finite state. Horizontal drift does not end
   an episode (the actor cannot observe it; BeyondMimic's rule).
 - Robustness: reset noise, velocity pushes every push_interval_s, observation noise on what the robot's
-  sensors measure (encoders, gyroscope, gravity); all in task.randomize, written into the run's config.yaml.
+  sensors measure (encoders, gyroscope, gravity), one control period of action latency in a share of the
+  episodes; all in task.randomize, written into the run's config.yaml.
 - Actor observation: exactly `bcg_sim.policy.build_observation` (batched torch), differentiable w.r.t. the
   simulated state, normalized by `RunningNorm` whose mean/std go into the exported contract.
 - Critic-only inputs (`privileged`, [N, PRIVILEGED_DIM]): pelvis height, its velocity and its offset from the
@@ -164,6 +165,7 @@ class Task:
         self._bin_fails = torch.zeros(n_bins, dtype=torch.float64)  # this iteration's counts
         self._bin_visits = torch.zeros(n_bins, dtype=torch.float64)
         self.push_timer = torch.zeros(self.n, dtype=torch.long)  # control steps until the next push
+        self.delayed = torch.zeros(self.n, dtype=torch.bool, device=self.device)  # this episode's actions act late
         self._control_hz = env.cfg.control_hz
         rz = cfg.task.randomize
         std = [torch.full((item.size,), getattr(rz, _OBS_NOISE[item.name]) if item.name in _OBS_NOISE else 0.0)
@@ -181,6 +183,8 @@ class Task:
         self.steps[ids] = 0
         self.last_action = self.last_action.index_put((ids,), torch.zeros(ids.numel(), 29, device=self.device))
         self.push_timer[ids.cpu()] = self._push_gap(ids.numel())
+        delayed = torch.rand(ids.numel(), generator=self.gen) < self.cfg.task.randomize.action_delay_prob
+        self.delayed = self.delayed.index_put((ids,), delayed.to(self.device))
 
     def start_weights(self) -> torch.Tensor:
         """Probability of each start bin [n_bins] (frame-0 starts aside): uniform_floor spread evenly, the rest
@@ -335,6 +339,13 @@ class Task:
         return torch.cat([state.root_pos_w[:, 2:3], quat_rotate_inv(q, state.root_lin_vel_w),
                           quat_rotate_inv(q, offset_w)], -1)
 
+    def delay(self, action: torch.Tensor) -> torch.Tensor:
+        """The raw action [N, 29] that reaches the motors this step: in worlds whose episode drew a delay
+        (task.randomize.action_delay_prob) the previous step's (`last_action`, zero after a reset) -- one control
+        period of latency, the most a robot's loop should add -- else `action` itself. Call before
+        `last_action` is set to `action`."""
+        return torch.where(self.delayed[:, None], self.last_action, action)
+
     def env_action(self, action: torch.Tensor) -> torch.Tensor:
         """Env actions [N, 29] that make the PD targets of the contract's action_to_target(action)."""
         target = self.contract.action_to_target(action)
@@ -346,7 +357,8 @@ class Task:
         return {"frame": self.frame.clone(), "steps": self.steps.clone(), "last_action": self.last_action.detach().clone(),
                 "sim_state": [x.detach().clone() for x in s.as_tuple()], "gen": self.gen.get_state(),
                 "joint_q": self.env.joint_q.detach().clone(), "joint_qd": self.env.joint_qd.detach().clone(),
-                "hazard": self.hazard.clone(), "push_timer": self.push_timer.clone()}
+                "hazard": self.hazard.clone(), "push_timer": self.push_timer.clone(),
+                "delayed": self.delayed.clone()}
 
     def load_state_dict(self, d: dict) -> None:
         from bcg_sim.diffsim import SimState
@@ -355,6 +367,7 @@ class Task:
         self.steps.copy_(d["steps"])
         self.hazard.copy_(d["hazard"])
         self.push_timer.copy_(d["push_timer"])
+        self.delayed.copy_(d["delayed"])
         self.last_action = d["last_action"].to(self.device).clone()
         self.gen.set_state(d["gen"])
         # the env tracks the clip from these frames again; BCG's touchdown rule restarts (feet count as loaded)
