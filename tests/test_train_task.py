@@ -67,7 +67,8 @@ def test_adaptive_starts_follow_the_failure_hazard(tmp_path):
     last = n_bins - 1
     task._bin_visits[:] = 100.0
     task._bin_fails[last] = 50.0
-    task.end_iteration()
+    log = task.end_iteration()
+    assert log["hazard_peak_s"] == pytest.approx(last * task.bin_frames / 50.0)
     assert task.hazard[last] == pytest.approx(0.05 * 0.5) and float(task.hazard[:last].sum()) == 0.0
     w = task.start_weights()
     assert float(w.sum()) == pytest.approx(1.0)

@@ -347,7 +347,7 @@ class Runner:
             while not self.budget.reached(self.iteration, self.samples, self.elapsed):
                 self.task.apply_pushes()
                 m = self.algo.iteration()
-                self.task.end_iteration()
+                m.update(self.task.end_iteration())
                 self.iteration += 1
                 self.samples += int(m.pop("samples"))
                 self.elapsed = time.perf_counter() - t0

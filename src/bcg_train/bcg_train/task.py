@@ -284,14 +284,17 @@ class Task:
             end |= (s.root_pos_w - ref.root_pos_w).norm(dim=-1) > te.root_distance
         return end | ~torch.isfinite(out.body_pos_w).all(-1).all(-1)
 
-    def end_iteration(self) -> None:
-        """Fold this iteration's terminations per start bin into the failure hazard (task.start)."""
+    def end_iteration(self) -> dict:
+        """Fold this iteration's terminations per start bin into the failure hazard (task.start). Returns the
+        log: the peak hazard [terminations per control step] and its bin's start [s] in the clip."""
         seen = self._bin_visits > 0
         m = self.cfg.task.start.failure_momentum
         rate = self._bin_fails[seen] / self._bin_visits[seen]
         self.hazard[seen] = (1 - m) * self.hazard[seen] + m * rate
         self._bin_fails.zero_()
         self._bin_visits.zero_()
+        peak = int(torch.argmax(self.hazard))
+        return {"hazard_peak": float(self.hazard[peak]), "hazard_peak_s": peak * self.bin_frames / self._control_hz}
 
     # ------------------------------------------------------------------ kinematics
     def ref_kinematics(self, frames: torch.Tensor) -> Kinematics:
