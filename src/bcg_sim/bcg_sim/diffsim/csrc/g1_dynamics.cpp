@@ -40,6 +40,7 @@ struct Params {
   double ke = 0.0, kd = 0.0, kf = 0.0, mu = 0.0;
   int stable_pd = 0;
   int implicit_contact = 0;  // contact damping implicit (see implicit_mass)
+  int implicit_spring = 0;   // ...and the normal spring with it: backward Euler in contact (see normal_damping)
   double gravity = 9.81;
   VectorXd kp, kd_pd, effort;  // [29]
   VectorXd lim_lo, lim_hi;     // [29] joint ranges (empty: no stops)
@@ -88,18 +89,30 @@ struct Work {  // per thread
 
 inline Motion cross(const Motion& m1, const Motion& m2) { return m1.cross(m2); }
 
+// Normal damping of the explicit part of the law. With implicit_spring the normal spring acts on the end-of-
+// substep penetration, pen' = pen - dt vz': ke pen' - kd vz' = ke pen - (kd + dt ke) vz', i.e. a damping
+// kd + dt ke on the end-of-substep normal velocity (the dt ke is the backward-Euler scheme's numerical damping).
+// Its explicit part is ke pen - (kd + dt ke) vz; the rest, -(kd + dt ke) dt az, is the implicit mass below.
+inline double normal_damping(const Params& p) { return p.kd + (p.implicit_spring ? p.dt * p.ke : 0.0); }
+
 // Ground force on a sphere whose lowest point is cw moving at vel (world); F_c, F_v its Jacobians.
 // Returns false when the sphere exerts no force.
 bool contact_force(const Params& p, const Vector3d& cw, const Vector3d& vel, Vector3d& f, Matrix3d* Fc,
                    Matrix3d* Fv) {
   double pen = -cw.z();
   if (pen <= 0.0) return false;
-  double fn = p.ke * pen - p.kd * vel.z();
-  if (fn <= 0.0) return false;
+  // Active while the base law ke pen - kd vz pushes (the same set with and without implicit_spring). With it the
+  // explicit part ke pen - (kd + dt ke) vz may be negative (a sphere moving up, which the implicit part then
+  // decelerates): switching the sphere off on that sign made the feet chatter on/off every other substep at
+  // 4-5 ms (measured), so it is not a condition; the friction cone uses its positive part.
+  if (p.ke * pen - p.kd * vel.z() <= 0.0) return false;
+  const double kdn = normal_damping(p);
+  double fn = p.ke * pen - kdn * vel.z();
+  bool cone_open = fn > 0.0;  // false: friction limit 0 (implicit_spring only)
   Eigen::Vector2d vt(vel.x(), vel.y());
-  double limit = p.mu * fn;
+  double limit = cone_open ? p.mu * fn : 0.0;
   double speed_sq = vt.squaredNorm();
-  bool sliding = p.kf * p.kf * speed_sq > limit * limit;
+  bool sliding = speed_sq > 0.0 && p.kf * p.kf * speed_sq > limit * limit;
   Eigen::Vector2d ft;
   Eigen::Matrix2d dft_dvt;
   Eigen::Vector2d dft_dfn = Eigen::Vector2d::Zero();
@@ -108,7 +121,7 @@ bool contact_force(const Params& p, const Vector3d& cw, const Vector3d& vel, Vec
     Eigen::Vector2d vh = vt / s;
     ft = -limit * vh;
     dft_dvt = -(limit / s) * (Eigen::Matrix2d::Identity() - vh * vh.transpose());
-    dft_dfn = -p.mu * vh;
+    if (cone_open) dft_dfn = -p.mu * vh;
   } else {  // viscous branch, slope kf
     ft = -p.kf * vt;
     dft_dvt = -p.kf * Eigen::Matrix2d::Identity();
@@ -123,9 +136,9 @@ bool contact_force(const Params& p, const Vector3d& cw, const Vector3d& vel, Vec
   if (Fv) {
     Fv->setZero();
     Fv->topLeftCorner<2, 2>() = dft_dvt;
-    (*Fv)(0, 2) = dft_dfn.x() * -p.kd;
-    (*Fv)(1, 2) = dft_dfn.y() * -p.kd;
-    (*Fv)(2, 2) = -p.kd;
+    (*Fv)(0, 2) = dft_dfn.x() * -kdn;
+    (*Fv)(1, 2) = dft_dfn.y() * -kdn;
+    (*Fv)(2, 2) = -kdn;
   }
   return true;
 }
@@ -173,7 +186,13 @@ void pd(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const doubl
 // (docs/sim.md, "Native backend"). Applied to sliding spheres too (where friction is capped and the term is
 // a small extra tangential inertia): switching it off at the stick/slip boundary made the dynamics
 // discontinuous there and the multi-step gradients 10-100x off at dt >= 1 ms (measured).
-double implicit_mass(const Params& p) { return p.implicit_contact ? p.dt * std::min(p.kd, p.kf) : 0.0; }
+// With implicit_spring the mass is dt (kd + dt ke), the normal law's implicit part; the point mass is isotropic,
+// so the tangential direction gets the same implicit term: -(kd + dt ke) dt a_t where the law has -kf dt a_t,
+// an extra tangential inertia dt (kd + dt ke - kf) per sphere in contact (docs/sim.md, "Native backend").
+double implicit_mass(const Params& p) {
+  if (!p.implicit_contact) return 0.0;
+  return p.implicit_spring ? p.dt * normal_damping(p) : p.dt * std::min(p.kd, p.kf);
+}
 
 void restore_inertias(const Sim& s, Work& w) {
   for (int b : w.touched) w.model.inertias[b] = s.model.inertias[b];
@@ -208,7 +227,7 @@ void contact_fext(const Sim& s, Work& w, FootStats& st, bool apply_implicit = tr
     Vector3d vel = Vb.linear() + Vb.angular().cross(cw);
     Vector3d f;
     if (!contact_force(p, cw, vel, f, nullptr, nullptr)) continue;
-    if (foot >= 0) st.fn[foot] += f.z();
+    if (foot >= 0) st.fn[foot] += std::max(f.z(), 0.0);
     Vector3d fl = M.rotation().transpose() * f;
     Vector3d nl = M.rotation().transpose() * (cw - M.translation()).cross(f);
     w.fext[b].linear() += fl;
@@ -419,7 +438,8 @@ void* g1dyn_create(int njoints, const int* parent, const double* axis, const dou
                    const double* inertia, const double* armature, const double* kp, const double* kd_pd,
                    const double* effort, int nspheres, const int* sph_joint, const double* sph_pos,
                    const double* sph_rad, const int* foot_start, double ke, double kd, double kf, double mu,
-                   double dt, int substeps, int stable_pd, int implicit_contact, double gravity_z, int nbodies,
+                   double dt, int substeps, int stable_pd, int implicit_contact, int implicit_spring,
+                   double gravity_z, int nbodies,
                    const int* body_joint, const double* body_com) {
   auto* s = new Sim();
   Model& m = s->model;
@@ -461,6 +481,7 @@ void* g1dyn_create(int njoints, const int* parent, const double* axis, const dou
   }
   p.ke = ke; p.kd = kd; p.kf = kf; p.mu = mu; p.dt = dt; p.substeps = substeps; p.stable_pd = stable_pd;
   p.implicit_contact = implicit_contact;
+  p.implicit_spring = implicit_contact ? implicit_spring : 0;
   p.gravity = -gravity_z;
   // support chains (root first)
   s->chain.resize(m.njoints);
