@@ -105,7 +105,8 @@ def _load() -> ctypes.CDLL:
             lib = ctypes.CDLL(str(build_library()))
             P, I, D = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
             lib.g1dyn_create.restype = P
-            lib.g1dyn_create.argtypes = [I, P, P, P, P, P, P, P, P, I, P, P, P, P, D, D, D, D, D, I, I, I, I, D, I, P, P]
+            lib.g1dyn_create.argtypes = [I, P, P, P, P, P, P, P, P, I, P, P, P, P, D, D, D, D, D, I, I, I, I, D, I, P,
+                                         P]
             lib.g1dyn_destroy.argtypes = [P]
             lib.g1dyn_set_joint_limits.argtypes = [P, P, P, D, D]
             lib.g1dyn_forward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, P, P, I]

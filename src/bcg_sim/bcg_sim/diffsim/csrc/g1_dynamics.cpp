@@ -3,7 +3,8 @@
 // Dynamics: Pinocchio's articulated-body algorithm (O(n) tree recursion, no dense mass matrix) and its
 // analytic derivatives (computeABADerivatives). Around it, written here with their hand-derived adjoints:
 //   * penalty sphere-vs-ground contact, the same law as bcg_sim.diffsim.kernels (Kelvin-Voigt normal force,
-//     regularised Coulomb friction, force at the sphere's lowest point);
+//     regularised Coulomb friction, force at the sphere's lowest point); its damping optionally implicit (a point
+//     mass dt c per sphere), and optionally the normal spring with it (implicit_spring: backward Euler in contact);
 //   * PD with effort limits, optionally "stable" (implicit in q and qd: the gain terms go onto the
 //     mass-matrix diagonal, so the PD does not limit the substep);
 //   * joint-range stops: a one-sided spring-damper past a hinge's range (Newton's law), implicit like the
