@@ -20,6 +20,7 @@
 #include "pinocchio/algorithm/jacobian.hpp"
 #include "pinocchio/algorithm/joint-configuration.hpp"
 #include "pinocchio/algorithm/kinematics.hpp"
+#include "pinocchio/algorithm/kinematics-derivatives.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -77,8 +78,14 @@ struct Work {  // per thread
   MatrixXd J0, J1, dTc_q, dTc_v, Minv;
   std::vector<Motion> Vw;
   std::vector<int> touched;  // joints whose inertia carries implicit-contact masses this substep
+  // implicit_spring: the spheres whose normal carries the implicit term, its rows and multipliers
+  std::vector<int> act;
+  MatrixXd Jn, Y, G, Pdq, Pdv, Pda, Vdq;
+  VectorXd lamn, gam, ecoef, a0;
   explicit Work(const Sim& s)
       : model(s.model), dk(s.model), dd(s.model), fext(s.model.njoints, Force::Zero()) {
+    lamn.setZero(s.p.sph_joint.size());
+    Pdq.setZero(3, s.nv); Pdv.setZero(3, s.nv); Pda.setZero(3, s.nv); Vdq.setZero(3, s.nv);
     int nv = s.nv, nj = s.nv - 6;
     tau.setZero(nv); aug.setZero(nv); dtau_q.setZero(nj); dtau_v.setZero(nj); dtau_t.setZero(nj);
     a.setZero(nv); vnext.setZero(nv); qnext.setZero(s.nq); u.setZero(nv); gu.setZero(nv); ga.setZero(nv);
@@ -187,12 +194,12 @@ void pd(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const doubl
 // (docs/sim.md, "Native backend"). Applied to sliding spheres too (where friction is capped and the term is
 // a small extra tangential inertia): switching it off at the stick/slip boundary made the dynamics
 // discontinuous there and the multi-step gradients 10-100x off at dt >= 1 ms (measured).
-// With implicit_spring the mass is dt (kd + dt ke), the normal law's implicit part; the point mass is isotropic,
-// so the tangential direction gets the same implicit term: -(kd + dt ke) dt a_t where the law has -kf dt a_t,
-// an extra tangential inertia dt (kd + dt ke - kf) per sphere in contact (docs/sim.md, "Native backend").
-double implicit_mass(const Params& p) {
-  if (!p.implicit_contact) return 0.0;
-  return p.implicit_spring ? p.dt * normal_damping(p) : p.dt * std::min(p.kd, p.kf);
+// With implicit_spring the normal law's implicit part is -(kd + dt ke) dt a_z: the isotropic point mass keeps
+// dt min(kd, kf) and the rest, normal_excess(), acts along the normal only (implicit_normal: a per-substep solve
+// on the contact normals), so the tangential direction keeps the friction law's implicit term.
+double implicit_mass(const Params& p) { return p.implicit_contact ? p.dt * std::min(p.kd, p.kf) : 0.0; }
+double normal_excess(const Params& p) {
+  return p.implicit_spring ? p.dt * normal_damping(p) - implicit_mass(p) : 0.0;
 }
 
 void restore_inertias(const Sim& s, Work& w) {
@@ -214,6 +221,7 @@ struct FootStats {
 void contact_fext(const Sim& s, Work& w, FootStats& st, bool apply_implicit = true) {
   const Params& p = s.p;
   restore_inertias(s, w);
+  w.act.clear();
   for (auto& f : w.fext) f.setZero();
   st = FootStats();
   for (size_t k = 0; k < p.sph_joint.size(); ++k) {
@@ -233,6 +241,7 @@ void contact_fext(const Sim& s, Work& w, FootStats& st, bool apply_implicit = tr
     Vector3d nl = M.rotation().transpose() * (cw - M.translation()).cross(f);
     w.fext[b].linear() += fl;
     w.fext[b].angular() += nl;
+    if (normal_excess(p) > 0.0) w.act.push_back((int)k);
     double m = implicit_mass(p);
     if (m > 0.0 && apply_implicit) {
       add_implicit_mass(w, b, p.sph_pos[k], m);
@@ -243,6 +252,48 @@ void contact_fext(const Sim& s, Work& w, FootStats& st, bool apply_implicit = tr
   }
 }
 
+// The normal excess e = normal_excess() of each sphere in w.act, implicit: lam_i = -e (n . a_i) with a_i the
+// classical acceleration of the sphere centre x_i, a_i = Jn_i a + gam_i, and a = a0 + M'^-1 Jn^T lam (M': the
+// mass matrix with the armature and the isotropic masses): (diag(1/e) + Jn M'^-1 Jn^T) lam = -(Jn a0 + gam).
+// In: a (= a0, the ABA's acceleration without lam); out: a with lam, w.lamn[k] = lam of sphere k, w.Jn.
+// Needs the model's inertias/armature of the substep; recomputes kinematics (q, v, 0) in w.dk.
+void implicit_normal(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, VectorXd& a) {
+  const Params& p = s.p;
+  w.lamn.setZero();
+  int nc = (int)w.act.size(), nv = s.nv;
+  if (nc == 0) return;
+  computeMinverse(w.model, w.dd, q);
+  w.Minv = w.dd.Minv;
+  w.Minv.triangularView<Eigen::StrictlyLower>() = w.Minv.transpose();
+  forwardKinematics(w.model, w.dk, q, v, VectorXd::Zero(nv));
+  computeJointJacobians(w.model, w.dk, q);
+  w.Jn.setZero(nc, nv);
+  w.gam.setZero(nc);
+  double e = normal_excess(p);
+  for (int i = 0; i < nc; ++i) {
+    int k = w.act[i], b = p.sph_joint[k];
+    const SE3& M = w.dk.oMi[b];
+    Vector3d x = M.translation() + M.rotation() * p.sph_pos[k];
+    const Chain& ch = s.chain[b];
+    for (size_t d = 0; d < ch.dof.size(); ++d) {
+      Motion S(w.dk.J.col(ch.dof[d]));
+      w.Jn(i, ch.dof[d]) = (S.linear() + S.angular().cross(x)).z();
+    }
+    const Motion& vl = w.dk.v[b];
+    const Motion& al = w.dk.a[b];
+    const Vector3d& r = p.sph_pos[k];
+    Vector3d acc = al.linear() + al.angular().cross(r) + vl.angular().cross(vl.linear() + vl.angular().cross(r));
+    w.gam[i] = (M.rotation() * acc).z();
+  }
+  w.Y.noalias() = w.Minv * w.Jn.transpose();
+  w.G.noalias() = w.Jn * w.Y;
+  w.G.diagonal().array() += 1.0 / e;
+  VectorXd rhs = w.Jn * a + w.gam;
+  VectorXd lam = -w.G.ldlt().solve(rhs);
+  a.noalias() += w.Y * lam;
+  for (int i = 0; i < nc; ++i) w.lamn[w.act[i]] = lam[i];
+}
+
 // One substep forward: (q, v) -> (qn, vn). Foot stats of the state (q, v).
 void substep_forward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const double* target,
                      VectorXd& qn, VectorXd& vn, FootStats& st) {
@@ -251,7 +302,9 @@ void substep_forward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v
   pd(s, w, q, v, target);
   w.model.armature = s.p.armature + w.aug;
   aba(w.model, w.dd, q, v, w.tau, w.fext);
-  vn = v + s.p.dt * w.dd.ddq;
+  w.a0 = w.dd.ddq;
+  implicit_normal(s, w, q, v, w.a0);
+  vn = v + s.p.dt * w.a0;
   integrate(w.model, q, s.p.dt * vn, qn);
 }
 
@@ -278,7 +331,9 @@ void contact_tau_jac(const Sim& s, Work& w, VectorXd& tau_c) {
     size_t n = ch.dof.size();
     double m_imp = implicit_mass(p);
     if (m_imp > 0.0) add_implicit_mass(w, b, p.sph_pos[k], m_imp);
-    Vector3d lift(0, 0, m_imp * p.gravity);  // constant world force at the body-fixed centre x
+    // constant world force at the body-fixed centre x: the isotropic mass's weight cancelled, and the normal
+    // implicit term of implicit_spring (w.lamn, found by implicit_normal for this state)
+    Vector3d lift(0, 0, m_imp * p.gravity + w.lamn[k]);
     Jc.resize(n);
     Jx.resize(n);
     for (size_t i = 0; i < n; ++i) {
@@ -335,13 +390,35 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
   gv += p.dt * w.gu;  // gradient at vn
   w.ga = p.dt * gv;   // vn = v + dt a
 
+  w.lamn.setZero();
+  w.act.clear();
+  if (p.implicit_spring) {  // the normal multipliers of this state, as in the forward substep
+    FootStats st;
+    forwardKinematics(w.model, w.dk, q, v);
+    contact_fext(s, w, st);
+    pd(s, w, q, v, target);
+    w.model.armature = p.armature + w.aug;
+    aba(w.model, w.dd, q, v, w.tau, w.fext);
+    w.a0 = w.dd.ddq;
+    implicit_normal(s, w, q, v, w.a0);
+  }
   kinematics(w, q, v);
   pd(s, w, q, v, target);
-  contact_tau_jac(s, w, w.tau);  // adds the contact force to w.tau
+  contact_tau_jac(s, w, w.tau);  // adds the contact force (and the normal multipliers) to w.tau
   w.model.armature = p.armature + w.aug;
   computeABADerivatives(w.model, w.dd, q, v, w.tau);
   w.Minv = w.dd.Minv;
   w.Minv.triangularView<Eigen::StrictlyLower>() = w.Minv.transpose();
+  int nc = (int)w.act.size();
+  VectorXd lbar;
+  double e = normal_excess(p);
+  if (nc > 0) {  // lam = -e (Jn a + gam): (I + e Jn M^-1 Jn^T) lbar = Jn M^-1 ga, ga <- ga - e Jn^T lbar
+    w.tmp.noalias() = w.Minv * w.ga;
+    MatrixXd A = e * (w.Jn * w.Minv * w.Jn.transpose());
+    A.diagonal().array() += 1.0;
+    lbar = A.partialPivLu().solve(w.Jn * w.tmp);
+    w.ga.noalias() -= e * (w.Jn.transpose() * lbar);
+  }
   w.lam.noalias() = w.Minv * w.ga;
   gq.noalias() += w.dd.ddq_dq.transpose() * w.ga;
   gq.noalias() += w.dTc_q.transpose() * w.lam;
@@ -351,6 +428,17 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
     gq[6 + j] += w.dtau_q[j] * w.lam[6 + j];
     gv[6 + j] += w.dtau_v[j] * w.lam[6 + j];
     g_target[j] += w.dtau_t[j] * w.lam[6 + j];
+  }
+  if (nc > 0) {  // lam's own dependence on (q, v) through the normal acceleration at the final a
+    computeForwardKinematicsDerivatives(w.model, w.dk, q, v, w.dd.ddq);
+    for (int i = 0; i < nc; ++i) {
+      int k = w.act[i];
+      w.Vdq.setZero(); w.Pdq.setZero(); w.Pdv.setZero(); w.Pda.setZero();
+      getPointClassicAccelerationDerivatives(w.model, w.dk, (JointIndex)p.sph_joint[k], SE3(Matrix3d::Identity(),
+                                             p.sph_pos[k]), LOCAL_WORLD_ALIGNED, w.Vdq, w.Pdq, w.Pdv, w.Pda);
+      gq.noalias() -= (e * lbar[i]) * w.Pdq.row(2).transpose();
+      gv.noalias() -= (e * lbar[i]) * w.Pdv.row(2).transpose();
+    }
   }
 }
 
