@@ -392,15 +392,20 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
 
   w.lamn.setZero();
   w.act.clear();
-  if (p.implicit_spring) {  // the normal multipliers of this state, as in the forward substep
+  double e = normal_excess(p);
+  if (e > 0.0) {  // the normal multipliers of this state: lam = -e (n . a_i) at the substep's a = (vn - v) / dt
     FootStats st;
-    forwardKinematics(w.model, w.dk, q, v);
-    contact_fext(s, w, st);
-    pd(s, w, q, v, target);
-    w.model.armature = p.armature + w.aug;
-    aba(w.model, w.dd, q, v, w.tau, w.fext);
-    w.a0 = w.dd.ddq;
-    implicit_normal(s, w, q, v, w.a0);
+    w.a0 = (vn - v) / p.dt;
+    forwardKinematics(w.model, w.dk, q, v, w.a0);
+    contact_fext(s, w, st, false);  // the active set
+    for (int k : w.act) {
+      int b = p.sph_joint[k];
+      const Motion& vl = w.dk.v[b];
+      const Motion& al = w.dk.a[b];
+      const Vector3d& r = p.sph_pos[k];
+      Vector3d acc = al.linear() + al.angular().cross(r) + vl.angular().cross(vl.linear() + vl.angular().cross(r));
+      w.lamn[k] = -e * (w.dk.oMi[b].rotation() * acc).z();
+    }
   }
   kinematics(w, q, v);
   pd(s, w, q, v, target);
@@ -411,8 +416,18 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
   w.Minv.triangularView<Eigen::StrictlyLower>() = w.Minv.transpose();
   int nc = (int)w.act.size();
   VectorXd lbar;
-  double e = normal_excess(p);
-  if (nc > 0) {  // lam = -e (Jn a + gam): (I + e Jn M^-1 Jn^T) lbar = Jn M^-1 ga, ga <- ga - e Jn^T lbar
+  if (nc > 0) {  // rows of the normals at the sphere centres (world Jacobian of kinematics())
+    w.Jn.setZero(nc, s.nv);
+    for (int i = 0; i < nc; ++i) {
+      int k = w.act[i], b = p.sph_joint[k];
+      const SE3& M = w.dk.oMi[b];
+      Vector3d x = M.translation() + M.rotation() * p.sph_pos[k];
+      const Chain& ch = s.chain[b];
+      for (size_t d = 0; d < ch.dof.size(); ++d) {
+        Motion S(w.dk.J.col(ch.dof[d]));
+        w.Jn(i, ch.dof[d]) = (S.linear() + S.angular().cross(x)).z();
+      }
+    }  // lam = -e (Jn a + gam): (I + e Jn M^-1 Jn^T) lbar = Jn M^-1 ga, ga <- ga - e Jn^T lbar
     w.tmp.noalias() = w.Minv * w.ga;
     MatrixXd A = e * (w.Jn * w.Minv * w.Jn.transpose());
     A.diagonal().array() += 1.0;
@@ -431,13 +446,30 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
   }
   if (nc > 0) {  // lam's own dependence on (q, v) through the normal acceleration at the final a
     computeForwardKinematicsDerivatives(w.model, w.dk, q, v, w.dd.ddq);
+    // The point's classic acceleration is affine in its position r on the joint: sum_i c_i acc(r_i) =
+    // (C - 1) acc(0) + acc(sum_i c_i r_i) with C = sum_i c_i, so two derivative calls per joint.
+    std::vector<int> done;
     for (int i = 0; i < nc; ++i) {
-      int k = w.act[i];
-      w.Vdq.setZero(); w.Pdq.setZero(); w.Pdv.setZero(); w.Pda.setZero();
-      getPointClassicAccelerationDerivatives(w.model, w.dk, (JointIndex)p.sph_joint[k], SE3(Matrix3d::Identity(),
-                                             p.sph_pos[k]), LOCAL_WORLD_ALIGNED, w.Vdq, w.Pdq, w.Pdv, w.Pda);
-      gq.noalias() -= (e * lbar[i]) * w.Pdq.row(2).transpose();
-      gv.noalias() -= (e * lbar[i]) * w.Pdv.row(2).transpose();
+      int b = p.sph_joint[w.act[i]];
+      if (std::find(done.begin(), done.end(), b) != done.end()) continue;
+      done.push_back(b);
+      double C = 0.0;
+      Vector3d rs = Vector3d::Zero();
+      for (int j = i; j < nc; ++j) {
+        if (p.sph_joint[w.act[j]] != b) continue;
+        double c = -e * lbar[j];
+        C += c;
+        rs += c * p.sph_pos[w.act[j]];
+      }
+      const Vector3d pts[2] = {Vector3d::Zero(), rs};
+      const double wts[2] = {C - 1.0, 1.0};
+      for (int t = 0; t < 2; ++t) {
+        w.Vdq.setZero(); w.Pdq.setZero(); w.Pdv.setZero(); w.Pda.setZero();
+        getPointClassicAccelerationDerivatives(w.model, w.dk, (JointIndex)b, SE3(Matrix3d::Identity(), pts[t]),
+                                               LOCAL_WORLD_ALIGNED, w.Vdq, w.Pdq, w.Pdv, w.Pda);
+        gq.noalias() += wts[t] * w.Pdq.row(2).transpose();
+        gv.noalias() += wts[t] * w.Pdv.row(2).transpose();
+      }
     }
   }
 }
