@@ -250,13 +250,16 @@ def test_holds_default_pose_for_5s(kappa, backend):
     assert_holds_5s(cfg_with(kappa=kappa, backend=backend))
 
 
+@pytest.mark.parametrize("normal_only", [True, False])
 @pytest.mark.parametrize("dt", [0.004, 0.005])
 @pytest.mark.parametrize("kappa", [50.0, 100.0, 300.0, 1000.0])
-def test_holds_default_pose_for_5s_with_implicit_contact_spring(kappa, dt):
-    """Native, normal spring implicit (solver.implicit_contact_spring): 4 and 5 ms substeps stand 5 s at every
-    kappa, 1000 included (the explicit spring's bound is 2.6 ms at kappa 300 and 1.4 ms at 1000)."""
+def test_holds_default_pose_for_5s_with_implicit_contact_spring(kappa, dt, normal_only):
+    """Native, normal spring implicit (solver.implicit_contact_spring, on the normals only or isotropic): 4 and
+    5 ms substeps stand 5 s at every kappa, 1000 included (the explicit spring's bound is 2.6 ms at kappa 300 and
+    1.4 ms at 1000)."""
     c = cfg_with(kappa=kappa)
-    assert_holds_5s(dc.replace(c, sim_dt=dt, solver=dc.replace(c.solver, implicit_contact_spring=True)).validate())
+    s = dc.replace(c.solver, implicit_contact_spring=True, implicit_spring_normal_only=normal_only)
+    assert_holds_5s(dc.replace(c, sim_dt=dt, solver=s).validate())
 
 
 def assert_holds_5s(cfg):

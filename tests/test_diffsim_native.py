@@ -15,13 +15,15 @@ from bcg_sim.diffsim.native import (NativeSimulator, _coords_grad_to_tangent, _t
                                     newton_to_pin_velocity)
 
 
-def native_cfg(kappa=300.0, gains="stand", dt=None, stable_pd=None, implicit_contact=None, threads=1, spring=None):
-    """spring: solver.implicit_contact_spring (None: the config's)."""
+def native_cfg(kappa=300.0, gains="stand", dt=None, stable_pd=None, implicit_contact=None, threads=1, spring=None,
+               normal_only=True):
+    """spring: solver.implicit_contact_spring (None: the config's); normal_only: solver.implicit_spring_normal_only."""
     c = load_sim_config().with_kappa(kappa)
     s = dc.replace(c.solver, threads=threads,
                    stable_pd=c.solver.stable_pd if stable_pd is None else stable_pd,
                    implicit_contact=c.solver.implicit_contact if implicit_contact is None else implicit_contact,
-                   implicit_contact_spring=c.solver.implicit_contact_spring if spring is None else spring)
+                   implicit_contact_spring=c.solver.implicit_contact_spring if spring is None else spring,
+                   implicit_spring_normal_only=normal_only)
     return dc.replace(c, sim_dt=c.sim_dt if dt is None else dt, solver=s, bcg=dc.replace(c.bcg, enabled=False),
                       actuation=dc.replace(c.actuation, gains=gains)).validate()
 
@@ -49,18 +51,19 @@ def test_same_discretization_matches_newton():
     assert float((a.foot_force - b.foot_force).abs().max()) < 0.01 * float(b.foot_force.max())
 
 
-@pytest.mark.parametrize("kappa,substeps,dt,spring", [(50.0, None, None, False), (300.0, None, None, False),
-                                                     (300.0, 4, None, False),
-                                                     (300.0, None, 0.005, True), (1000.0, None, 0.005, True),
-                                                     (300.0, 2, 0.005, True)])
-def test_reverse_mode_is_exact_in_double_precision(kappa, substeps, dt, spring):
+@pytest.mark.parametrize("kappa,substeps,dt,spring,normal_only", [
+    (50.0, None, None, False, True), (300.0, None, None, False, True), (300.0, 4, None, False, True),
+    (300.0, None, 0.005, True, True), (1000.0, None, 0.005, True, True), (300.0, 2, 0.005, True, True),
+    (300.0, None, 0.005, True, False), (1000.0, None, 0.005, True, False)])
+def test_reverse_mode_is_exact_in_double_precision(kappa, substeps, dt, spring, normal_only):
     """One 2 ms-substep control step standing on the ground (contact, stable PD, implicit contact damping): the
     adjoint of the C++ step equals central finite differences of the same double-precision step -- a loss on the
     last state and on the body poses/twists -- w.r.t. the initial coordinates (quaternion included), velocities
     and PD targets (measured 1e-8 .. 3e-6 relative). Also for a partial step (4 of the 10 substeps, as BCG's
     re-run up to a contact onset), and at 5 ms with the normal spring implicit (solver.implicit_contact_spring,
-    backward Euler in contact) at kappa 300 and 1000, whole and partial (2 of 4)."""
-    sim = NativeSimulator(native_cfg(kappa=kappa, dt=dt, spring=spring), 1)
+    backward Euler in contact) at kappa 300 and 1000, whole and partial (2 of 4), its implicit part on the normals
+    only (the default) or as an isotropic point mass."""
+    sim = NativeSimulator(native_cfg(kappa=kappa, dt=dt, spring=spring, normal_only=normal_only), 1)
     q, qd = sim.default_state()
     tgt = targets(sim, 5)
     with torch.no_grad():
@@ -131,11 +134,12 @@ def assert_reverse_mode_exact(sim, q_t, qd_t, tgt, substeps=None):
         assert np.abs(fd - g[0]).max() < 1e-4 * np.abs(fd).max(), which
 
 
-def test_reverse_mode_is_exact_landing_and_sliding_with_the_implicit_spring():
+@pytest.mark.parametrize("normal_only", [True, False])
+def test_reverse_mode_is_exact_landing_and_sliding_with_the_implicit_spring(normal_only):
     """5 ms substeps, normal spring implicit, kappa 300: a world 1 mm above the floor moving down at 0.3 m/s and
     sideways at 0.4 m/s lands and slides within the step (soles switch on mid-step; friction on its capped
     branch): the adjoint still equals central finite differences of the double-precision step."""
-    sim = NativeSimulator(native_cfg(kappa=300.0, dt=0.005, spring=True), 1)
+    sim = NativeSimulator(native_cfg(kappa=300.0, dt=0.005, spring=True, normal_only=normal_only), 1)
     q, qd = sim.default_state()
     with torch.no_grad():
         o = sim.step(targets(sim, 1), q, qd)  # settle onto the floor

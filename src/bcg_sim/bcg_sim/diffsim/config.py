@@ -29,6 +29,9 @@ class SolverConfig:
     # native backend, with implicit_contact: the normal spring implicit too (backward Euler in contact: ke acts on
     # the end-of-substep penetration, a damping kd + dt*ke on the end-of-substep normal velocity; docs/sim.md)
     implicit_contact_spring: bool = False
+    # ...its implicit part beyond the friction's along the contact normal only (a small solve per substep, exact
+    # tangential law) or, false, as an isotropic point mass (cheaper; extra tangential inertia; docs/sim.md)
+    implicit_spring_normal_only: bool = True
     threads: int = 1  # native backend: C++ threads over worlds
 
 

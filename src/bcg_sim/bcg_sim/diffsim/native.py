@@ -105,8 +105,8 @@ def _load() -> ctypes.CDLL:
             lib = ctypes.CDLL(str(build_library()))
             P, I, D = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
             lib.g1dyn_create.restype = P
-            lib.g1dyn_create.argtypes = [I, P, P, P, P, P, P, P, P, I, P, P, P, P, D, D, D, D, D, I, I, I, I, D, I, P,
-                                         P]
+            lib.g1dyn_create.argtypes = [I, P, P, P, P, P, P, P, P, I, P, P, P, P, D, D, D, D, D, I, I, I, I, I, D, I,
+                                         P, P]
             lib.g1dyn_destroy.argtypes = [P]
             lib.g1dyn_set_joint_limits.argtypes = [P, P, P, D, D]
             lib.g1dyn_forward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, P, P, I]
@@ -401,7 +401,7 @@ class NativeSimulator:
             _ptr(t[7]), len(m.sph_joint), _ptr(t[8]), _ptr(t[9]), _ptr(t[10]), _ptr(t[11]),
             float(c.ke), float(c.kd), float(c.kf), float(c.friction_mu), float(cfg.sim_dt), int(self.substeps),
             int(cfg.solver.stable_pd), int(cfg.solver.implicit_contact), int(cfg.solver.implicit_contact_spring),
-            -9.81, len(m.body_joint), _ptr(t[12]),
+            int(cfg.solver.implicit_spring_normal_only), -9.81, len(m.body_joint), _ptr(t[12]),
             _ptr(t[13]))
         a = cfg.actuation
         if a.joint_limit_ke > 0 or a.joint_limit_kd > 0:

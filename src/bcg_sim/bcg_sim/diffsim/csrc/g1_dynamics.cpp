@@ -43,6 +43,7 @@ struct Params {
   int stable_pd = 0;
   int implicit_contact = 0;  // contact damping implicit (see implicit_mass)
   int implicit_spring = 0;   // ...and the normal spring with it: backward Euler in contact (see normal_damping)
+  int spring_normal_only = 1;  // its implicit excess along the normal only (1) or as an isotropic point mass (0)
   double gravity = 9.81;
   VectorXd kp, kd_pd, effort;  // [29]
   VectorXd lim_lo, lim_hi;     // [29] joint ranges (empty: no stops)
@@ -194,12 +195,17 @@ void pd(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const doubl
 // (docs/sim.md, "Native backend"). Applied to sliding spheres too (where friction is capped and the term is
 // a small extra tangential inertia): switching it off at the stick/slip boundary made the dynamics
 // discontinuous there and the multi-step gradients 10-100x off at dt >= 1 ms (measured).
-// With implicit_spring the normal law's implicit part is -(kd + dt ke) dt a_z: the isotropic point mass keeps
-// dt min(kd, kf) and the rest, normal_excess(), acts along the normal only (implicit_normal: a per-substep solve
-// on the contact normals), so the tangential direction keeps the friction law's implicit term.
-double implicit_mass(const Params& p) { return p.implicit_contact ? p.dt * std::min(p.kd, p.kf) : 0.0; }
+// With implicit_spring the normal law's implicit part is -(kd + dt ke) dt a_z. spring_normal_only: the isotropic
+// point mass keeps dt min(kd, kf) and the rest, normal_excess(), acts along the normal only (implicit_normal: a
+// per-substep solve on the contact normals), so the tangential direction keeps the friction law's implicit term.
+// Else the point mass is dt (kd + dt ke), isotropic: the tangential direction gets -(kd + dt ke) dt a_t where
+// the law has -kf dt a_t, an extra inertia dt (kd + dt ke - kf) per sphere (cheaper; docs/sim.md).
+double implicit_mass(const Params& p) {
+  if (!p.implicit_contact) return 0.0;
+  return p.implicit_spring && !p.spring_normal_only ? p.dt * normal_damping(p) : p.dt * std::min(p.kd, p.kf);
+}
 double normal_excess(const Params& p) {
-  return p.implicit_spring ? p.dt * normal_damping(p) - implicit_mass(p) : 0.0;
+  return p.implicit_spring && p.spring_normal_only ? p.dt * normal_damping(p) - implicit_mass(p) : 0.0;
 }
 
 void restore_inertias(const Sim& s, Work& w) {
@@ -560,7 +566,7 @@ void* g1dyn_create(int njoints, const int* parent, const double* axis, const dou
                    const double* effort, int nspheres, const int* sph_joint, const double* sph_pos,
                    const double* sph_rad, const int* foot_start, double ke, double kd, double kf, double mu,
                    double dt, int substeps, int stable_pd, int implicit_contact, int implicit_spring,
-                   double gravity_z, int nbodies,
+                   int spring_normal_only, double gravity_z, int nbodies,
                    const int* body_joint, const double* body_com) {
   auto* s = new Sim();
   Model& m = s->model;
@@ -603,6 +609,7 @@ void* g1dyn_create(int njoints, const int* parent, const double* axis, const dou
   p.ke = ke; p.kd = kd; p.kf = kf; p.mu = mu; p.dt = dt; p.substeps = substeps; p.stable_pd = stable_pd;
   p.implicit_contact = implicit_contact;
   p.implicit_spring = implicit_contact ? implicit_spring : 0;
+  p.spring_normal_only = spring_normal_only;
   p.gravity = -gravity_z;
   // support chains (root first)
   s->chain.resize(m.njoints);
