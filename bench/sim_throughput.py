@@ -161,14 +161,21 @@ def main(argv=None) -> None:
     ap.add_argument("--overhead-pairs", type=int, default=0, metavar="N",
                     help="with --shac: only the native BCG overhead, as N alternating off/on pairs in one process and "
                          "N in two (median and range; this machine's timings wander, interleaving shares that out)")
-    ap.add_argument("--shac-cell", nargs=6, default=None, help=argparse.SUPPRESS)  # internal: one cell, JSON out
+    ap.add_argument("--compare-config", default=None, metavar="YAML",
+                    help="with --shac: only the native cells (BCG off and on, one process, one thread) of "
+                         "config/sim.yaml and of this sim config, interleaved --overhead-pairs times (default 1)")
+    ap.add_argument("--shac-cell", nargs=7, default=None, help=argparse.SUPPRESS)  # internal: one cell, JSON out
     args = ap.parse_args(argv)
     if args.shac_cell:
         import json
 
-        b, bcg, n, h, th, rep = args.shac_cell
+        b, bcg, n, h, th, rep, config = args.shac_cell
         torch.set_num_threads(1)  # one core per process: torch's intra-op threads only contend with the simulator
-        print(json.dumps(shac_iteration_cell(b, bool(int(bcg)), int(n), int(h), int(th), int(rep))))
+        print(json.dumps(shac_iteration_cell(b, bool(int(bcg)), int(n), int(h), int(th), int(rep), config)))
+        return
+    if args.shac and args.compare_config:
+        compare_configs(args.compare_config, args.shac_worlds, args.shac_horizon, args.shac_repeats,
+                        max(1, args.overhead_pairs))
         return
     if args.shac and args.overhead_pairs > 0:
         overhead_pairs(args.shac_worlds, args.shac_horizon, args.shac_repeats, args.overhead_pairs)
@@ -213,7 +220,8 @@ def main(argv=None) -> None:
 SHAC_MOTION = "run"  # built-in clip the rollouts track
 
 
-def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: int, repeats: int) -> dict:
+def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: int, repeats: int,
+                        config: str = "sim") -> dict:
     """Seconds of one SHAC-shaped iteration: reset N worlds to random frames of the clip, roll out `horizon`
     control steps of an MLP policy (obs: joint pos/vel, root orientation and angular velocity), a tracking cost
     on joint positions and body heights, backward through every step (and BCG bundles), one Adam step.
@@ -222,7 +230,7 @@ def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: 
 
     from bcg_sim import motion as motion_lib
 
-    cfg = load_sim_config().with_kappa(300.0)
+    cfg = load_sim_config(config).with_kappa(300.0)
     cfg = cfg.with_backend(backend)
     # pool sized for the batch (B x N / 2 branch worlds) so that touchdowns are bundled, not counted as overflow
     cfg = dc.replace(cfg, bcg=dc.replace(cfg.bcg, enabled=bcg, pool_size=cfg.bcg.branches * n // 2),
@@ -267,11 +275,13 @@ def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: 
                 cpu_seconds=min(cpu_times),
                 samples_per_s=n * horizon / min(times), peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
                 bundles=st.bundles_completed, overflow=st.overflow, substeps=cfg.substeps, sim_dt=cfg.sim_dt,
+                config=config,
                 branches=cfg.bcg.branches, bcg_horizon=cfg.bcg.horizon, bcg_start=cfg.bcg.start)
 
 
 def run_cells(cells: list[tuple], n: int, horizon: int, repeats: int) -> list[dict]:
-    """Run each (backend, bcg, threads, worlds) cell in a subprocess; cells of one inner list run at once."""
+    """Run each (backend, bcg, threads, worlds[, config]) cell in a subprocess; cells of one inner list run at
+    once."""
     import json
     import subprocess
     import sys
@@ -279,9 +289,9 @@ def run_cells(cells: list[tuple], n: int, horizon: int, repeats: int) -> list[di
     results = []
     for group in cells:
         procs = []
-        for backend, bcg, threads, worlds in group:
+        for backend, bcg, threads, worlds, *config in group:
             cmd = [sys.executable, __file__, "--shac-cell", backend, str(int(bcg)), str(worlds or n), str(horizon),
-                   str(threads), str(repeats)]
+                   str(threads), str(repeats), config[0] if config else "sim"]
             procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
         outs = []
         for p in procs:
@@ -316,6 +326,28 @@ def overhead_pairs(n: int, horizon: int, repeats: int, pairs: int) -> None:
         print(f"{procs} process{'es' if procs > 1 else ''}: overhead median {np.median(r):.2f}x (range "
               f"{r.min():.2f}-{r.max():.2f}x over {pairs} pairs); CPU time median {np.median(c):.2f}x "
               f"({c.min():.2f}-{c.max():.2f}x)", flush=True)
+
+
+def compare_configs(config: str, n: int, horizon: int, repeats: int, pairs: int) -> None:
+    """Native SHAC cells (one process, one thread), BCG off and on, of config/sim.yaml and of `config`, interleaved
+    `pairs` times (this machine's timings wander: interleaving shares that out); medians and their ratio."""
+    print(f"\nSHAC-shaped iteration, native, N={n} x {horizon}, kappa 300, policy gains, one process, one thread: "
+          f"config/sim.yaml vs {config}, {pairs} interleaved round(s)", flush=True)
+    sps: dict[tuple, list] = {}
+    dts = {}
+    for k in range(pairs):
+        for bcg in (False, True):
+            for c in ("sim", config):
+                r = run_cells([[("native", bcg, 1, None, c)]], n, horizon, repeats)[0][0]
+                sps.setdefault((c, bcg), []).append(r["samples_per_s"])
+                dts[c] = (r["sim_dt"], r["substeps"])
+                print(f"  round {k + 1}: {c} (dt {r['sim_dt'] * 1e3:g} ms, {r['substeps']} substeps) BCG "
+                      f"{'on ' if bcg else 'off'}: {r['seconds']:.2f} s/iter, {r['samples_per_s']:.0f} samples/s, "
+                      f"CPU {r['cpu_seconds']:.2f} s, {r['bundles']} bundles", flush=True)
+    for bcg in (False, True):
+        a, b = np.median(sps[("sim", bcg)]), np.median(sps[(config, bcg)])
+        print(f"BCG {'on ' if bcg else 'off'}: config/sim.yaml {a:.0f} samples/s, {config} {b:.0f} samples/s: "
+              f"{b / a:.2f}x", flush=True)
 
 
 def shac_table(n: int, horizon: int, repeats: int) -> None:

@@ -64,6 +64,7 @@ def test_config_file_loads_and_derives_contact_law():
     ({"bcg": {"branches": 4, "pool_size": 6}}, "bcg.pool_size"),
     ({"actuation": {"gains": "soft"}}, "actuation.gains"),
     ({"bcg": {"start": "touchdown"}}, "bcg.start"),
+    ({"solver": {"implicit_contact": False, "implicit_contact_spring": True}}, "solver.implicit_contact_spring"),
     ({"backend": "newton", "bcg": {"start": "contact"}}, "bcg.start"),  # no partial steps on newton
 ])
 def test_bad_config_raises_clear_error(patch, key):
@@ -94,6 +95,24 @@ def test_native_dt_above_computed_bound_is_a_clear_error():
     assert 0.002 <= 0.9 * ok.stable_dt < 0.004
     with pytest.raises(ConfigError, match=r"sim_dt: 2 ms is above the native backend's bound 1\.\d+ ms"):
         make_simulator(cfg_with(kappa=600.0, gains="policy"), 1)
+
+
+def test_implicit_contact_spring_lifts_the_contact_bound():
+    """With the normal spring implicit too (backward Euler in contact) no contact mode bounds the substep: 5 ms
+    passes at kappa 1000 (2 ms is refused there without it); what is left is the PD's explicit spring and, with
+    stable_pd_exact_damping, kd - dt kp >= 0 (stand gains: ankle 5 / 300 = 16.7 ms), named in the one-line error."""
+    from bcg_sim.diffsim import make_simulator
+
+    def spring(kappa, gains, dt):
+        c = cfg_with(kappa=kappa, gains=gains)
+        return dc.replace(c, sim_dt=dt, solver=dc.replace(c.solver, implicit_contact_spring=True)).validate()
+
+    for gains in ("policy", "stand"):
+        sim = make_simulator(spring(1000.0, gains, 0.005), 1)
+        assert 0.9 * sim.stable_dt >= 0.005
+    assert make_simulator(spring(1000.0, "stand", 0.005), 1).stable_dt == pytest.approx(5.0 / 300.0, rel=1e-6)
+    with pytest.raises(ConfigError, match=r"^sim config: sim_dt: 20 ms is above the native backend's bound 16\.7 ms"):
+        make_simulator(spring(300.0, "stand", 0.02), 1)
 
 
 # ----------------------------------------------------------------------------------------- state
@@ -228,7 +247,22 @@ def test_backward_after_new_rollout_raises():
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kappa", [50.0, 100.0, 300.0])
 def test_holds_default_pose_for_5s(kappa, backend):
-    cfg = cfg_with(kappa=kappa, backend=backend)
+    assert_holds_5s(cfg_with(kappa=kappa, backend=backend))
+
+
+@pytest.mark.parametrize("normal_only", [True, False])
+@pytest.mark.parametrize("dt", [0.004, 0.005])
+@pytest.mark.parametrize("kappa", [50.0, 100.0, 300.0, 1000.0])
+def test_holds_default_pose_for_5s_with_implicit_contact_spring(kappa, dt, normal_only):
+    """Native, normal spring implicit (solver.implicit_contact_spring, on the normals only or isotropic): 4 and
+    5 ms substeps stand 5 s at every kappa, 1000 included (the explicit spring's bound is 2.6 ms at kappa 300 and
+    1.4 ms at 1000)."""
+    c = cfg_with(kappa=kappa)
+    s = dc.replace(c.solver, implicit_contact_spring=True, implicit_spring_normal_only=normal_only)
+    assert_holds_5s(dc.replace(c, sim_dt=dt, solver=s).validate())
+
+
+def assert_holds_5s(cfg):
     sim = make_simulator(cfg, 1)
     q, qd = sim.default_state()
     q_start = q.clone()

@@ -15,11 +15,15 @@ from bcg_sim.diffsim.native import (NativeSimulator, _coords_grad_to_tangent, _t
                                     newton_to_pin_velocity)
 
 
-def native_cfg(kappa=300.0, gains="stand", dt=None, stable_pd=None, implicit_contact=None, threads=1):
+def native_cfg(kappa=300.0, gains="stand", dt=None, stable_pd=None, implicit_contact=None, threads=1, spring=None,
+               normal_only=True):
+    """spring: solver.implicit_contact_spring (None: the config's); normal_only: solver.implicit_spring_normal_only."""
     c = load_sim_config().with_kappa(kappa)
     s = dc.replace(c.solver, threads=threads,
                    stable_pd=c.solver.stable_pd if stable_pd is None else stable_pd,
-                   implicit_contact=c.solver.implicit_contact if implicit_contact is None else implicit_contact)
+                   implicit_contact=c.solver.implicit_contact if implicit_contact is None else implicit_contact,
+                   implicit_contact_spring=c.solver.implicit_contact_spring if spring is None else spring,
+                   implicit_spring_normal_only=normal_only)
     return dc.replace(c, sim_dt=c.sim_dt if dt is None else dt, solver=s, bcg=dc.replace(c.bcg, enabled=False),
                       actuation=dc.replace(c.actuation, gains=gains)).validate()
 
@@ -47,14 +51,19 @@ def test_same_discretization_matches_newton():
     assert float((a.foot_force - b.foot_force).abs().max()) < 0.01 * float(b.foot_force.max())
 
 
-@pytest.mark.parametrize("kappa,substeps", [(50.0, None), (300.0, None), (300.0, 4)])
-def test_reverse_mode_is_exact_in_double_precision(kappa, substeps):
+@pytest.mark.parametrize("kappa,substeps,dt,spring,normal_only", [
+    (50.0, None, None, False, True), (300.0, None, None, False, True), (300.0, 4, None, False, True),
+    (300.0, None, 0.005, True, True), (1000.0, None, 0.005, True, True), (300.0, 2, 0.005, True, True),
+    (300.0, None, 0.005, True, False), (1000.0, None, 0.005, True, False)])
+def test_reverse_mode_is_exact_in_double_precision(kappa, substeps, dt, spring, normal_only):
     """One 2 ms-substep control step standing on the ground (contact, stable PD, implicit contact damping): the
     adjoint of the C++ step equals central finite differences of the same double-precision step -- a loss on the
     last state and on the body poses/twists -- w.r.t. the initial coordinates (quaternion included), velocities
     and PD targets (measured 1e-8 .. 3e-6 relative). Also for a partial step (4 of the 10 substeps, as BCG's
-    re-run up to a contact onset)."""
-    sim = NativeSimulator(native_cfg(kappa=kappa), 1)
+    re-run up to a contact onset), and at 5 ms with the normal spring implicit (solver.implicit_contact_spring,
+    backward Euler in contact) at kappa 300 and 1000, whole and partial (2 of 4), its implicit part on the normals
+    only (the default) or as an isotropic point mass."""
+    sim = NativeSimulator(native_cfg(kappa=kappa, dt=dt, spring=spring, normal_only=normal_only), 1)
     q, qd = sim.default_state()
     tgt = targets(sim, 5)
     with torch.no_grad():
@@ -65,12 +74,14 @@ def test_reverse_mode_is_exact_in_double_precision(kappa, substeps):
     assert_reverse_mode_exact(sim, o.joint_q, o.joint_qd, tgt[-1], substeps=substeps)
 
 
-def test_reverse_mode_is_exact_past_the_joint_ranges():
+@pytest.mark.parametrize("dt,spring", [(None, False), (0.005, True)])
+def test_reverse_mode_is_exact_past_the_joint_ranges(dt, spring):
     """In the air, with a knee above its range and an elbow below it (the joint-range stops act): the adjoint
-    still equals central finite differences of the double-precision step."""
+    still equals central finite differences of the double-precision step (2 ms, and 5 ms with the implicit
+    contact spring)."""
     from bcg_sim import g1
 
-    sim = NativeSimulator(native_cfg(kappa=300.0), 1)
+    sim = NativeSimulator(native_cfg(kappa=300.0, dt=dt, spring=spring), 1)
     q, qd = sim.default_state()
     q[0, 2] += 0.5  # no contact
     lo, hi = g1.joint_limits("29dof")
@@ -123,11 +134,32 @@ def assert_reverse_mode_exact(sim, q_t, qd_t, tgt, substeps=None):
         assert np.abs(fd - g[0]).max() < 1e-4 * np.abs(fd).max(), which
 
 
-def test_partial_steps_compose_and_report_the_contact_onset():
+@pytest.mark.parametrize("normal_only", [True, False])
+def test_reverse_mode_is_exact_landing_and_sliding_with_the_implicit_spring(normal_only):
+    """5 ms substeps, normal spring implicit, kappa 300: a world 1 mm above the floor moving down at 0.3 m/s and
+    sideways at 0.4 m/s lands and slides within the step (soles switch on mid-step; friction on its capped
+    branch): the adjoint still equals central finite differences of the double-precision step."""
+    sim = NativeSimulator(native_cfg(kappa=300.0, dt=0.005, spring=True, normal_only=normal_only), 1)
+    q, qd = sim.default_state()
+    with torch.no_grad():
+        o = sim.step(targets(sim, 1), q, qd)  # settle onto the floor
+    q, qd = o.joint_q.clone(), o.joint_qd.clone()
+    q[0, 2] += 0.001
+    qd[0, 0], qd[0, 2] = 0.4, -0.3
+    with torch.no_grad():
+        o = sim.step(targets(sim, 1), q, qd)
+    assert (o.foot_force_peak > 50).all() and float(o.joint_q[0, 0] - q[0, 0]) > 0.002  # landed and slid
+    assert_reverse_mode_exact(sim, q, qd, targets(sim, 1)[0])
+
+
+@pytest.mark.parametrize("dt,spring", [(None, False), (0.005, True)])
+def test_partial_steps_compose_and_report_the_contact_onset(dt, spring):
     """A world dropped 4 cm: in the step where its first foot lands mid-step, foot_onset k says where --
     k - 1 substeps leave that sole unloaded, k load it -- and j then S - j substeps give the whole step (to the
-    float32 rounding of the state in between); 0 substeps give the input state back; bad counts are errors."""
-    sim = NativeSimulator(native_cfg(kappa=300.0), 1, any_batch=True)
+    float32 rounding of the state in between); 0 substeps give the input state back; bad counts are errors.
+    At 2 ms (10 substeps) and at 5 ms with the implicit contact spring (4 substeps: the onset is found to the
+    5 ms substep, and BCG's branches start at state k - 1, up to 5 ms before the sole touches)."""
+    sim = NativeSimulator(native_cfg(kappa=300.0, dt=dt, spring=spring), 1, any_batch=True)
     S = sim.substeps
     q, qd = sim.default_state()
     q[0, 2] += 0.04

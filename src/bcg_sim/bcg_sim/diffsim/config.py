@@ -26,6 +26,12 @@ class SolverConfig:
     # position error adds dt*kp of damping, so kd - dt*kp is passed as its damping (docs/sim.md)
     stable_pd_exact_damping: bool = False
     implicit_contact: bool = False  # native backend: contact damping implicit (a point mass dt*c per sphere)
+    # native backend, with implicit_contact: the normal spring implicit too (backward Euler in contact: ke acts on
+    # the end-of-substep penetration, a damping kd + dt*ke on the end-of-substep normal velocity; docs/sim.md)
+    implicit_contact_spring: bool = False
+    # ...its implicit part beyond the friction's along the contact normal only (a small solve per substep, exact
+    # tangential law) or, false, as an isotropic point mass (cheaper; extra tangential inertia; docs/sim.md)
+    implicit_spring_normal_only: bool = True
     threads: int = 1  # native backend: C++ threads over worlds
 
 
@@ -133,7 +139,7 @@ class SimConfig:
         """A copy on another backend. "newton": its own substep (solver.max_stable_dt) and the explicit PD and
         contact it implements (stable_pd, implicit_contact off); otherwise only `backend` changes."""
         if backend == "newton":
-            solver = replace(self.solver, stable_pd=False, implicit_contact=False)
+            solver = replace(self.solver, stable_pd=False, implicit_contact=False, implicit_contact_spring=False)
             bcg = replace(self.bcg, start="step")  # its simulator has no partial control step
             return replace(self, backend="newton", sim_dt=self.solver.max_stable_dt, solver=solver,
                            bcg=bcg).validate()
@@ -158,6 +164,8 @@ class SimConfig:
              "the implicit PD exists in the native backend only")
         need(not (self.solver.implicit_contact and self.backend == "newton"), "solver.implicit_contact",
              "implicit contact damping exists in the native backend only")
+        need(not self.solver.implicit_contact_spring or self.solver.implicit_contact, "solver.implicit_contact_spring",
+             "needs solver.implicit_contact (the spring's implicit part rides on the contact damping's point mass)")
         need(self.variant == "29dof", "variant", f"only '29dof' is simulated, got {self.variant!r}")
         need(self.control_hz > 0, "control_hz", f"must be > 0, got {self.control_hz}")
         need(c.kappa > 0, "contact.kappa", f"contact stiffness must be > 0 kN/m, got {c.kappa}")

@@ -105,7 +105,8 @@ def _load() -> ctypes.CDLL:
             lib = ctypes.CDLL(str(build_library()))
             P, I, D = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
             lib.g1dyn_create.restype = P
-            lib.g1dyn_create.argtypes = [I, P, P, P, P, P, P, P, P, I, P, P, P, P, D, D, D, D, D, I, I, I, D, I, P, P]
+            lib.g1dyn_create.argtypes = [I, P, P, P, P, P, P, P, P, I, P, P, P, P, D, D, D, D, D, I, I, I, I, I, D, I,
+                                         P, P]
             lib.g1dyn_destroy.argtypes = [P]
             lib.g1dyn_set_joint_limits.argtypes = [P, P, P, D, D]
             lib.g1dyn_forward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, P, P, I]
@@ -203,9 +204,11 @@ def build_native_model(cfg: SimConfig) -> NativeModel:
         kd = kd - cfg.sim_dt * kp
         if (kd < 0).any():
             j = int(np.argmin(kd))
-            raise ConfigError(f"sim config: solver.stable_pd_exact_damping: sim_dt {cfg.sim_dt * 1e3:g} ms x kp "
-                              f"exceeds kd at joint {g1.joint_names(cfg.variant)[j]} (kp {kp[j]:g}, kd "
-                              f"{kd[j] + cfg.sim_dt * kp[j]:g}); lower sim_dt or the gains' ratio")
+            kd0 = kd + cfg.sim_dt * kp
+            raise ConfigError(f"sim config: sim_dt: {cfg.sim_dt * 1e3:.3g} ms is above the native backend's bound "
+                              f"{float(np.min(kd0 / kp)) * 1e3:.3g} ms (solver.stable_pd_exact_damping: sim_dt x kp "
+                              f"exceeds kd at joint {g1.joint_names(cfg.variant)[j]}, kp {kp[j]:g}, kd "
+                              f"{kd0[j]:g}); lower sim_dt or the gains' ratio")
     motors = [g1.MOTORS[j.motor] for j in g1.joints(cfg.variant)]
     lower, upper = g1.joint_limits(cfg.variant)
     default_q = np.concatenate([g1.default_qpos(cfg.variant)[:3], [0.0, 0.0, 0.0, 1.0],
@@ -227,8 +230,10 @@ def stable_dt_bound(cfg: SimConfig, m: NativeModel) -> float:
     A = Jc M~^-1 Jc^T the inverse effective mass of the 8 sole spheres' contact points (3 directions each; M~
     is the mass matrix with the armature and, with solver.stable_pd, the implicit PD terms dt kd + dt^2 kp),
     K the normal stiffnesses, C the explicit dampings: w^2 = max eig(A K), g = max eig(A C). With
-    solver.implicit_contact the contact damping is implicit (C = 0). Without solver.stable_pd the PD's own modes
-    (M~^-1 Kp, M~^-1 Kd) bound dt too; with stable_pd_exact_damping its spring (M~^-1 Kp) does.
+    solver.implicit_contact the contact damping is implicit (C = 0), with solver.implicit_contact_spring the
+    normal spring too (K = 0: backward Euler in contact, no contact bound). Without solver.stable_pd the PD's own modes
+    (M~^-1 Kp, M~^-1 Kd) bound dt too; with stable_pd_exact_damping its spring (M~^-1 Kp) does, and dt <= kd / kp
+    (its damping kd - dt kp stays >= 0).
     The bound depends on dt itself through M~: it is solved by fixed-point iteration.
     """
     import pinocchio as pin
@@ -237,13 +242,17 @@ def stable_dt_bound(cfg: SimConfig, m: NativeModel) -> float:
     q = m.default_joint_q.astype(np.float64)
     c, stable, implicit = cfg.contact, cfg.solver.stable_pd, cfg.solver.implicit_contact
     exact_damping = stable and cfg.solver.stable_pd_exact_damping  # m.kd is then kd - dt kp (build_native_model)
+    kd_law = m.kd + cfg.sim_dt * m.kp if exact_damping else m.kd  # the configured kd (m.kd is kd - sim_dt kp)
     n_s = int(m.foot_start[2])
-    K = np.diag(np.tile([0.0, 0.0, c.ke], n_s))
+    spring = implicit and cfg.solver.implicit_contact_spring  # backward Euler in contact: K = 0 as well
+    K = np.diag(np.tile([0.0, 0.0, 0.0 if spring else c.ke], n_s))
     C = np.zeros_like(K) if implicit else np.diag(np.tile([c.kf, c.kf, c.kd], n_s))
 
     def modes(dt: float) -> tuple[float, float]:
         arm = m.armature.copy()
-        if stable:
+        if exact_damping:  # the diagonal a simulator at this dt would have: dt (kd - dt kp) + dt^2 kp = dt kd
+            arm[6:] += dt * kd_law
+        elif stable:
             arm[6:] += dt * m.kd + dt * dt * m.kp
         pm.armature = arm
         d = pm.createData()
@@ -257,7 +266,7 @@ def stable_dt_bound(cfg: SimConfig, m: NativeModel) -> float:
             J6 = pin.getJointJacobian(pm, d, int(m.sph_joint[k]), pin.LOCAL_WORLD_ALIGNED)
             rows.append(J6[:3] - pin.skew(r) @ J6[3:])
         A = np.vstack(rows) @ Minv @ np.vstack(rows).T
-        w2 = float(np.max(np.real(np.linalg.eigvals(A @ K))))
+        w2 = float(np.max(np.real(np.linalg.eigvals(A @ K)))) if K.any() else 0.0
         g = float(np.max(np.real(np.linalg.eigvals(A @ C)))) if C.any() else 0.0
         if not stable or exact_damping:  # the PD's explicit spring (and, without stable PD, damping) modes
             Mj = np.linalg.inv(Minv)[6:, 6:]
@@ -269,7 +278,14 @@ def stable_dt_bound(cfg: SimConfig, m: NativeModel) -> float:
     dt = cfg.sim_dt
     for _ in range(8):  # M~ grows with dt (stable PD): iterate bound(dt) to its fixed point
         w2, g = modes(dt)
-        dt_new = (-g + np.sqrt(g * g + 4.0 * w2)) / w2  # positive root of w2 dt^2 + 2 g dt - 4 = 0
+        if w2 > 0:
+            dt_new = (-g + np.sqrt(g * g + 4.0 * w2)) / w2  # positive root of w2 dt^2 + 2 g dt - 4 = 0
+        else:  # every spring implicit: only explicit damping (if any) bounds dt
+            dt_new = 2.0 / g if g > 0 else float("inf")
+        if exact_damping:  # its damping kd - dt kp must stay >= 0 (build_native_model refuses it otherwise)
+            dt_new = min(dt_new, float(np.min(kd_law / np.maximum(m.kp, 1e-300))))
+        if not np.isfinite(dt_new):
+            break
         if abs(dt_new - dt) < 1e-6:
             break
         dt = dt_new
@@ -371,7 +387,8 @@ class NativeSimulator:
                 f"{limit * 1e3:.3g} ms (solver.native_stability_safety {cfg.solver.native_stability_safety:g} x the "
                 f"computed contact/PD stability bound {self.stable_dt * 1e3:.3g} ms at kappa={cfg.contact.kappa:g} kN/m, "
                 f"damping_ratio {cfg.contact.damping_ratio:g}, stable_pd {cfg.solver.stable_pd}, implicit_contact "
-                f"{cfg.solver.implicit_contact}, gains {cfg.actuation.gains})")
+                f"{cfg.solver.implicit_contact}, implicit_contact_spring {cfg.solver.implicit_contact_spring}, "
+                f"gains {cfg.actuation.gains})")
         self.threads = cfg.solver.threads
         self._lib = _load()
         m, c = self.m, cfg.contact
@@ -383,7 +400,8 @@ class NativeSimulator:
             len(m.parent), _ptr(t[0]), _ptr(t[1]), _ptr(t[2]), _ptr(t[3]), _ptr(t[4]), _ptr(t[5]), _ptr(t[6]),
             _ptr(t[7]), len(m.sph_joint), _ptr(t[8]), _ptr(t[9]), _ptr(t[10]), _ptr(t[11]),
             float(c.ke), float(c.kd), float(c.kf), float(c.friction_mu), float(cfg.sim_dt), int(self.substeps),
-            int(cfg.solver.stable_pd), int(cfg.solver.implicit_contact), -9.81, len(m.body_joint), _ptr(t[12]),
+            int(cfg.solver.stable_pd), int(cfg.solver.implicit_contact), int(cfg.solver.implicit_contact_spring),
+            int(cfg.solver.implicit_spring_normal_only), -9.81, len(m.body_joint), _ptr(t[12]),
             _ptr(t[13]))
         a = cfg.actuation
         if a.joint_limit_ke > 0 or a.joint_limit_kd > 0:

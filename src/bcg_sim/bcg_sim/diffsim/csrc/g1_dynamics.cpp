@@ -3,7 +3,8 @@
 // Dynamics: Pinocchio's articulated-body algorithm (O(n) tree recursion, no dense mass matrix) and its
 // analytic derivatives (computeABADerivatives). Around it, written here with their hand-derived adjoints:
 //   * penalty sphere-vs-ground contact, the same law as bcg_sim.diffsim.kernels (Kelvin-Voigt normal force,
-//     regularised Coulomb friction, force at the sphere's lowest point);
+//     regularised Coulomb friction, force at the sphere's lowest point); its damping optionally implicit (a point
+//     mass dt c per sphere), and optionally the normal spring with it (implicit_spring: backward Euler in contact);
 //   * PD with effort limits, optionally "stable" (implicit in q and qd: the gain terms go onto the
 //     mass-matrix diagonal, so the PD does not limit the substep);
 //   * joint-range stops: a one-sided spring-damper past a hinge's range (Newton's law), implicit like the
@@ -19,6 +20,7 @@
 #include "pinocchio/algorithm/jacobian.hpp"
 #include "pinocchio/algorithm/joint-configuration.hpp"
 #include "pinocchio/algorithm/kinematics.hpp"
+#include "pinocchio/algorithm/kinematics-derivatives.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -40,6 +42,8 @@ struct Params {
   double ke = 0.0, kd = 0.0, kf = 0.0, mu = 0.0;
   int stable_pd = 0;
   int implicit_contact = 0;  // contact damping implicit (see implicit_mass)
+  int implicit_spring = 0;   // ...and the normal spring with it: backward Euler in contact (see normal_damping)
+  int spring_normal_only = 1;  // its implicit excess along the normal only (1) or as an isotropic point mass (0)
   double gravity = 9.81;
   VectorXd kp, kd_pd, effort;  // [29]
   VectorXd lim_lo, lim_hi;     // [29] joint ranges (empty: no stops)
@@ -75,8 +79,14 @@ struct Work {  // per thread
   MatrixXd J0, J1, dTc_q, dTc_v, Minv;
   std::vector<Motion> Vw;
   std::vector<int> touched;  // joints whose inertia carries implicit-contact masses this substep
+  // implicit_spring: the spheres whose normal carries the implicit term, its rows and multipliers
+  std::vector<int> act;
+  MatrixXd Jn, Y, G, Pdq, Pdv, Pda, Vdq;
+  VectorXd lamn, gam, ecoef, a0;
   explicit Work(const Sim& s)
       : model(s.model), dk(s.model), dd(s.model), fext(s.model.njoints, Force::Zero()) {
+    lamn.setZero(s.p.sph_joint.size());
+    Pdq.setZero(3, s.nv); Pdv.setZero(3, s.nv); Pda.setZero(3, s.nv); Vdq.setZero(3, s.nv);
     int nv = s.nv, nj = s.nv - 6;
     tau.setZero(nv); aug.setZero(nv); dtau_q.setZero(nj); dtau_v.setZero(nj); dtau_t.setZero(nj);
     a.setZero(nv); vnext.setZero(nv); qnext.setZero(s.nq); u.setZero(nv); gu.setZero(nv); ga.setZero(nv);
@@ -88,18 +98,30 @@ struct Work {  // per thread
 
 inline Motion cross(const Motion& m1, const Motion& m2) { return m1.cross(m2); }
 
+// Normal damping of the explicit part of the law. With implicit_spring the normal spring acts on the end-of-
+// substep penetration, pen' = pen - dt vz': ke pen' - kd vz' = ke pen - (kd + dt ke) vz', i.e. a damping
+// kd + dt ke on the end-of-substep normal velocity (the dt ke is the backward-Euler scheme's numerical damping).
+// Its explicit part is ke pen - (kd + dt ke) vz; the rest, -(kd + dt ke) dt az, is the implicit mass below.
+inline double normal_damping(const Params& p) { return p.kd + (p.implicit_spring ? p.dt * p.ke : 0.0); }
+
 // Ground force on a sphere whose lowest point is cw moving at vel (world); F_c, F_v its Jacobians.
 // Returns false when the sphere exerts no force.
 bool contact_force(const Params& p, const Vector3d& cw, const Vector3d& vel, Vector3d& f, Matrix3d* Fc,
                    Matrix3d* Fv) {
   double pen = -cw.z();
   if (pen <= 0.0) return false;
-  double fn = p.ke * pen - p.kd * vel.z();
-  if (fn <= 0.0) return false;
+  // Active while the base law ke pen - kd vz pushes (the same set with and without implicit_spring). With it the
+  // explicit part ke pen - (kd + dt ke) vz may be negative (a sphere moving up, which the implicit part then
+  // decelerates): switching the sphere off on that sign made the feet chatter on/off every other substep at
+  // 4-5 ms (measured), so it is not a condition; the friction cone uses its positive part.
+  if (p.ke * pen - p.kd * vel.z() <= 0.0) return false;
+  const double kdn = normal_damping(p);
+  double fn = p.ke * pen - kdn * vel.z();
+  bool cone_open = fn > 0.0;  // false: friction limit 0 (implicit_spring only)
   Eigen::Vector2d vt(vel.x(), vel.y());
-  double limit = p.mu * fn;
+  double limit = cone_open ? p.mu * fn : 0.0;
   double speed_sq = vt.squaredNorm();
-  bool sliding = p.kf * p.kf * speed_sq > limit * limit;
+  bool sliding = speed_sq > 0.0 && p.kf * p.kf * speed_sq > limit * limit;
   Eigen::Vector2d ft;
   Eigen::Matrix2d dft_dvt;
   Eigen::Vector2d dft_dfn = Eigen::Vector2d::Zero();
@@ -108,7 +130,7 @@ bool contact_force(const Params& p, const Vector3d& cw, const Vector3d& vel, Vec
     Eigen::Vector2d vh = vt / s;
     ft = -limit * vh;
     dft_dvt = -(limit / s) * (Eigen::Matrix2d::Identity() - vh * vh.transpose());
-    dft_dfn = -p.mu * vh;
+    if (cone_open) dft_dfn = -p.mu * vh;
   } else {  // viscous branch, slope kf
     ft = -p.kf * vt;
     dft_dvt = -p.kf * Eigen::Matrix2d::Identity();
@@ -123,9 +145,9 @@ bool contact_force(const Params& p, const Vector3d& cw, const Vector3d& vel, Vec
   if (Fv) {
     Fv->setZero();
     Fv->topLeftCorner<2, 2>() = dft_dvt;
-    (*Fv)(0, 2) = dft_dfn.x() * -p.kd;
-    (*Fv)(1, 2) = dft_dfn.y() * -p.kd;
-    (*Fv)(2, 2) = -p.kd;
+    (*Fv)(0, 2) = dft_dfn.x() * -kdn;
+    (*Fv)(1, 2) = dft_dfn.y() * -kdn;
+    (*Fv)(2, 2) = -kdn;
   }
   return true;
 }
@@ -173,7 +195,18 @@ void pd(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const doubl
 // (docs/sim.md, "Native backend"). Applied to sliding spheres too (where friction is capped and the term is
 // a small extra tangential inertia): switching it off at the stick/slip boundary made the dynamics
 // discontinuous there and the multi-step gradients 10-100x off at dt >= 1 ms (measured).
-double implicit_mass(const Params& p) { return p.implicit_contact ? p.dt * std::min(p.kd, p.kf) : 0.0; }
+// With implicit_spring the normal law's implicit part is -(kd + dt ke) dt a_z. spring_normal_only: the isotropic
+// point mass keeps dt min(kd, kf) and the rest, normal_excess(), acts along the normal only (implicit_normal: a
+// per-substep solve on the contact normals), so the tangential direction keeps the friction law's implicit term.
+// Else the point mass is dt (kd + dt ke), isotropic: the tangential direction gets -(kd + dt ke) dt a_t where
+// the law has -kf dt a_t, an extra inertia dt (kd + dt ke - kf) per sphere (cheaper; docs/sim.md).
+double implicit_mass(const Params& p) {
+  if (!p.implicit_contact) return 0.0;
+  return p.implicit_spring && !p.spring_normal_only ? p.dt * normal_damping(p) : p.dt * std::min(p.kd, p.kf);
+}
+double normal_excess(const Params& p) {
+  return p.implicit_spring && p.spring_normal_only ? p.dt * normal_damping(p) - implicit_mass(p) : 0.0;
+}
 
 void restore_inertias(const Sim& s, Work& w) {
   for (int b : w.touched) w.model.inertias[b] = s.model.inertias[b];
@@ -194,6 +227,7 @@ struct FootStats {
 void contact_fext(const Sim& s, Work& w, FootStats& st, bool apply_implicit = true) {
   const Params& p = s.p;
   restore_inertias(s, w);
+  w.act.clear();
   for (auto& f : w.fext) f.setZero();
   st = FootStats();
   for (size_t k = 0; k < p.sph_joint.size(); ++k) {
@@ -208,11 +242,12 @@ void contact_fext(const Sim& s, Work& w, FootStats& st, bool apply_implicit = tr
     Vector3d vel = Vb.linear() + Vb.angular().cross(cw);
     Vector3d f;
     if (!contact_force(p, cw, vel, f, nullptr, nullptr)) continue;
-    if (foot >= 0) st.fn[foot] += f.z();
+    if (foot >= 0) st.fn[foot] += std::max(f.z(), 0.0);
     Vector3d fl = M.rotation().transpose() * f;
     Vector3d nl = M.rotation().transpose() * (cw - M.translation()).cross(f);
     w.fext[b].linear() += fl;
     w.fext[b].angular() += nl;
+    if (normal_excess(p) > 0.0) w.act.push_back((int)k);
     double m = implicit_mass(p);
     if (m > 0.0 && apply_implicit) {
       add_implicit_mass(w, b, p.sph_pos[k], m);
@@ -223,6 +258,48 @@ void contact_fext(const Sim& s, Work& w, FootStats& st, bool apply_implicit = tr
   }
 }
 
+// The normal excess e = normal_excess() of each sphere in w.act, implicit: lam_i = -e (n . a_i) with a_i the
+// classical acceleration of the sphere centre x_i, a_i = Jn_i a + gam_i, and a = a0 + M'^-1 Jn^T lam (M': the
+// mass matrix with the armature and the isotropic masses): (diag(1/e) + Jn M'^-1 Jn^T) lam = -(Jn a0 + gam).
+// In: a (= a0, the ABA's acceleration without lam); out: a with lam, w.lamn[k] = lam of sphere k, w.Jn.
+// Needs the model's inertias/armature of the substep; recomputes kinematics (q, v, 0) in w.dk.
+void implicit_normal(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, VectorXd& a) {
+  const Params& p = s.p;
+  w.lamn.setZero();
+  int nc = (int)w.act.size(), nv = s.nv;
+  if (nc == 0) return;
+  computeMinverse(w.model, w.dd, q);
+  w.Minv = w.dd.Minv;
+  w.Minv.triangularView<Eigen::StrictlyLower>() = w.Minv.transpose();
+  forwardKinematics(w.model, w.dk, q, v, VectorXd::Zero(nv));
+  computeJointJacobians(w.model, w.dk, q);
+  w.Jn.setZero(nc, nv);
+  w.gam.setZero(nc);
+  double e = normal_excess(p);
+  for (int i = 0; i < nc; ++i) {
+    int k = w.act[i], b = p.sph_joint[k];
+    const SE3& M = w.dk.oMi[b];
+    Vector3d x = M.translation() + M.rotation() * p.sph_pos[k];
+    const Chain& ch = s.chain[b];
+    for (size_t d = 0; d < ch.dof.size(); ++d) {
+      Motion S(w.dk.J.col(ch.dof[d]));
+      w.Jn(i, ch.dof[d]) = (S.linear() + S.angular().cross(x)).z();
+    }
+    const Motion& vl = w.dk.v[b];
+    const Motion& al = w.dk.a[b];
+    const Vector3d& r = p.sph_pos[k];
+    Vector3d acc = al.linear() + al.angular().cross(r) + vl.angular().cross(vl.linear() + vl.angular().cross(r));
+    w.gam[i] = (M.rotation() * acc).z();
+  }
+  w.Y.noalias() = w.Minv * w.Jn.transpose();
+  w.G.noalias() = w.Jn * w.Y;
+  w.G.diagonal().array() += 1.0 / e;
+  VectorXd rhs = w.Jn * a + w.gam;
+  VectorXd lam = -w.G.ldlt().solve(rhs);
+  a.noalias() += w.Y * lam;
+  for (int i = 0; i < nc; ++i) w.lamn[w.act[i]] = lam[i];
+}
+
 // One substep forward: (q, v) -> (qn, vn). Foot stats of the state (q, v).
 void substep_forward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const double* target,
                      VectorXd& qn, VectorXd& vn, FootStats& st) {
@@ -231,7 +308,9 @@ void substep_forward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v
   pd(s, w, q, v, target);
   w.model.armature = s.p.armature + w.aug;
   aba(w.model, w.dd, q, v, w.tau, w.fext);
-  vn = v + s.p.dt * w.dd.ddq;
+  w.a0 = w.dd.ddq;
+  implicit_normal(s, w, q, v, w.a0);
+  vn = v + s.p.dt * w.a0;
   integrate(w.model, q, s.p.dt * vn, qn);
 }
 
@@ -258,7 +337,9 @@ void contact_tau_jac(const Sim& s, Work& w, VectorXd& tau_c) {
     size_t n = ch.dof.size();
     double m_imp = implicit_mass(p);
     if (m_imp > 0.0) add_implicit_mass(w, b, p.sph_pos[k], m_imp);
-    Vector3d lift(0, 0, m_imp * p.gravity);  // constant world force at the body-fixed centre x
+    // constant world force at the body-fixed centre x: the isotropic mass's weight cancelled, and the normal
+    // implicit term of implicit_spring (w.lamn, found by implicit_normal for this state)
+    Vector3d lift(0, 0, m_imp * p.gravity + w.lamn[k]);
     Jc.resize(n);
     Jx.resize(n);
     for (size_t i = 0; i < n; ++i) {
@@ -315,13 +396,50 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
   gv += p.dt * w.gu;  // gradient at vn
   w.ga = p.dt * gv;   // vn = v + dt a
 
+  w.lamn.setZero();
+  w.act.clear();
+  double e = normal_excess(p);
+  if (e > 0.0) {  // the normal multipliers of this state: lam = -e (n . a_i) at the substep's a = (vn - v) / dt
+    FootStats st;
+    w.a0 = (vn - v) / p.dt;
+    forwardKinematics(w.model, w.dk, q, v, w.a0);
+    contact_fext(s, w, st, false);  // the active set
+    for (int k : w.act) {
+      int b = p.sph_joint[k];
+      const Motion& vl = w.dk.v[b];
+      const Motion& al = w.dk.a[b];
+      const Vector3d& r = p.sph_pos[k];
+      Vector3d acc = al.linear() + al.angular().cross(r) + vl.angular().cross(vl.linear() + vl.angular().cross(r));
+      w.lamn[k] = -e * (w.dk.oMi[b].rotation() * acc).z();
+    }
+  }
   kinematics(w, q, v);
   pd(s, w, q, v, target);
-  contact_tau_jac(s, w, w.tau);  // adds the contact force to w.tau
+  contact_tau_jac(s, w, w.tau);  // adds the contact force (and the normal multipliers) to w.tau
   w.model.armature = p.armature + w.aug;
   computeABADerivatives(w.model, w.dd, q, v, w.tau);
   w.Minv = w.dd.Minv;
   w.Minv.triangularView<Eigen::StrictlyLower>() = w.Minv.transpose();
+  int nc = (int)w.act.size();
+  VectorXd lbar;
+  if (nc > 0) {  // rows of the normals at the sphere centres (world Jacobian of kinematics())
+    w.Jn.setZero(nc, s.nv);
+    for (int i = 0; i < nc; ++i) {
+      int k = w.act[i], b = p.sph_joint[k];
+      const SE3& M = w.dk.oMi[b];
+      Vector3d x = M.translation() + M.rotation() * p.sph_pos[k];
+      const Chain& ch = s.chain[b];
+      for (size_t d = 0; d < ch.dof.size(); ++d) {
+        Motion S(w.dk.J.col(ch.dof[d]));
+        w.Jn(i, ch.dof[d]) = (S.linear() + S.angular().cross(x)).z();
+      }
+    }  // lam = -e (Jn a + gam): (I + e Jn M^-1 Jn^T) lbar = Jn M^-1 ga, ga <- ga - e Jn^T lbar
+    w.tmp.noalias() = w.Minv * w.ga;
+    MatrixXd A = e * (w.Jn * w.Minv * w.Jn.transpose());
+    A.diagonal().array() += 1.0;
+    lbar = A.partialPivLu().solve(w.Jn * w.tmp);
+    w.ga.noalias() -= e * (w.Jn.transpose() * lbar);
+  }
   w.lam.noalias() = w.Minv * w.ga;
   gq.noalias() += w.dd.ddq_dq.transpose() * w.ga;
   gq.noalias() += w.dTc_q.transpose() * w.lam;
@@ -331,6 +449,34 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
     gq[6 + j] += w.dtau_q[j] * w.lam[6 + j];
     gv[6 + j] += w.dtau_v[j] * w.lam[6 + j];
     g_target[j] += w.dtau_t[j] * w.lam[6 + j];
+  }
+  if (nc > 0) {  // lam's own dependence on (q, v) through the normal acceleration at the final a
+    computeForwardKinematicsDerivatives(w.model, w.dk, q, v, w.dd.ddq);
+    // The point's classic acceleration is affine in its position r on the joint: sum_i c_i acc(r_i) =
+    // (C - 1) acc(0) + acc(sum_i c_i r_i) with C = sum_i c_i, so two derivative calls per joint.
+    std::vector<int> done;
+    for (int i = 0; i < nc; ++i) {
+      int b = p.sph_joint[w.act[i]];
+      if (std::find(done.begin(), done.end(), b) != done.end()) continue;
+      done.push_back(b);
+      double C = 0.0;
+      Vector3d rs = Vector3d::Zero();
+      for (int j = i; j < nc; ++j) {
+        if (p.sph_joint[w.act[j]] != b) continue;
+        double c = -e * lbar[j];
+        C += c;
+        rs += c * p.sph_pos[w.act[j]];
+      }
+      const Vector3d pts[2] = {Vector3d::Zero(), rs};
+      const double wts[2] = {C - 1.0, 1.0};
+      for (int t = 0; t < 2; ++t) {
+        w.Vdq.setZero(); w.Pdq.setZero(); w.Pdv.setZero(); w.Pda.setZero();
+        getPointClassicAccelerationDerivatives(w.model, w.dk, (JointIndex)b, SE3(Matrix3d::Identity(), pts[t]),
+                                               LOCAL_WORLD_ALIGNED, w.Vdq, w.Pdq, w.Pdv, w.Pda);
+        gq.noalias() += wts[t] * w.Pdq.row(2).transpose();
+        gv.noalias() += wts[t] * w.Pdv.row(2).transpose();
+      }
+    }
   }
 }
 
@@ -419,7 +565,8 @@ void* g1dyn_create(int njoints, const int* parent, const double* axis, const dou
                    const double* inertia, const double* armature, const double* kp, const double* kd_pd,
                    const double* effort, int nspheres, const int* sph_joint, const double* sph_pos,
                    const double* sph_rad, const int* foot_start, double ke, double kd, double kf, double mu,
-                   double dt, int substeps, int stable_pd, int implicit_contact, double gravity_z, int nbodies,
+                   double dt, int substeps, int stable_pd, int implicit_contact, int implicit_spring,
+                   int spring_normal_only, double gravity_z, int nbodies,
                    const int* body_joint, const double* body_com) {
   auto* s = new Sim();
   Model& m = s->model;
@@ -461,6 +608,8 @@ void* g1dyn_create(int njoints, const int* parent, const double* axis, const dou
   }
   p.ke = ke; p.kd = kd; p.kf = kf; p.mu = mu; p.dt = dt; p.substeps = substeps; p.stable_pd = stable_pd;
   p.implicit_contact = implicit_contact;
+  p.implicit_spring = implicit_contact ? implicit_spring : 0;
+  p.spring_normal_only = spring_normal_only;
   p.gravity = -gravity_z;
   // support chains (root first)
   s->chain.resize(m.njoints);
