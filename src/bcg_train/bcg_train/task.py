@@ -370,7 +370,7 @@ class Task:
         self.steps.copy_(d["steps"])
         self.hazard.copy_(d["hazard"])
         self.push_timer.copy_(d["push_timer"])
-        self.delayed.copy_(d["delayed"])
+        self.delayed.copy_(d.get("delayed", torch.zeros_like(self.delayed)))  # older runs had no action delay
         self.last_action = d["last_action"].to(self.device).clone()
         self.gen.set_state(d["gen"])
         # the env tracks the clip from these frames again; BCG's touchdown rule restarts (feet count as loaded)
