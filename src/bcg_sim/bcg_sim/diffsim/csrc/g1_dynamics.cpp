@@ -258,6 +258,23 @@ void contact_fext(const Sim& s, Work& w, FootStats& st, bool apply_implicit = tr
   }
 }
 
+// w.Jn [nc, nv]: the world-z rows of the Jacobians of the centres of the spheres in w.act (joint Jacobians in
+// w.dk computed for the current q).
+void normal_rows(const Sim& s, Work& w, int nc) {
+  const Params& p = s.p;
+  w.Jn.setZero(nc, s.nv);
+  for (int i = 0; i < nc; ++i) {
+    int k = w.act[i], b = p.sph_joint[k];
+    const SE3& M = w.dk.oMi[b];
+    Vector3d x = M.translation() + M.rotation() * p.sph_pos[k];
+    const Chain& ch = s.chain[b];
+    for (size_t d = 0; d < ch.dof.size(); ++d) {
+      Motion S(w.dk.J.col(ch.dof[d]));
+      w.Jn(i, ch.dof[d]) = (S.linear() + S.angular().cross(x)).z();
+    }
+  }
+}
+
 // The normal excess e = normal_excess() of each sphere in w.act, implicit: lam_i = -e (n . a_i) with a_i the
 // classical acceleration of the sphere centre x_i, a_i = Jn_i a + gam_i, and a = a0 + M'^-1 Jn^T lam (M': the
 // mass matrix with the armature and the isotropic masses): (diag(1/e) + Jn M'^-1 Jn^T) lam = -(Jn a0 + gam).
@@ -273,18 +290,12 @@ void implicit_normal(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v
   w.Minv.triangularView<Eigen::StrictlyLower>() = w.Minv.transpose();
   forwardKinematics(w.model, w.dk, q, v, VectorXd::Zero(nv));
   computeJointJacobians(w.model, w.dk, q);
-  w.Jn.setZero(nc, nv);
+  normal_rows(s, w, nc);
   w.gam.setZero(nc);
   double e = normal_excess(p);
   for (int i = 0; i < nc; ++i) {
     int k = w.act[i], b = p.sph_joint[k];
     const SE3& M = w.dk.oMi[b];
-    Vector3d x = M.translation() + M.rotation() * p.sph_pos[k];
-    const Chain& ch = s.chain[b];
-    for (size_t d = 0; d < ch.dof.size(); ++d) {
-      Motion S(w.dk.J.col(ch.dof[d]));
-      w.Jn(i, ch.dof[d]) = (S.linear() + S.angular().cross(x)).z();
-    }
     const Motion& vl = w.dk.v[b];
     const Motion& al = w.dk.a[b];
     const Vector3d& r = p.sph_pos[k];
@@ -423,17 +434,7 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
   int nc = (int)w.act.size();
   VectorXd lbar;
   if (nc > 0) {  // rows of the normals at the sphere centres (world Jacobian of kinematics())
-    w.Jn.setZero(nc, s.nv);
-    for (int i = 0; i < nc; ++i) {
-      int k = w.act[i], b = p.sph_joint[k];
-      const SE3& M = w.dk.oMi[b];
-      Vector3d x = M.translation() + M.rotation() * p.sph_pos[k];
-      const Chain& ch = s.chain[b];
-      for (size_t d = 0; d < ch.dof.size(); ++d) {
-        Motion S(w.dk.J.col(ch.dof[d]));
-        w.Jn(i, ch.dof[d]) = (S.linear() + S.angular().cross(x)).z();
-      }
-    }  // lam = -e (Jn a + gam): (I + e Jn M^-1 Jn^T) lbar = Jn M^-1 ga, ga <- ga - e Jn^T lbar
+    normal_rows(s, w, nc);  // lam = -e (Jn a + gam): (I + e Jn M^-1 Jn^T) lbar = Jn M^-1 ga, ga <- ga - e Jn^T lbar
     w.tmp.noalias() = w.Minv * w.ga;
     MatrixXd A = e * (w.Jn * w.Minv * w.Jn.transpose());
     A.diagonal().array() += 1.0;
