@@ -282,8 +282,9 @@ def stable_dt_bound(cfg: SimConfig, m: NativeModel) -> float:
             dt_new = (-g + np.sqrt(g * g + 4.0 * w2)) / w2  # positive root of w2 dt^2 + 2 g dt - 4 = 0
         else:  # every spring implicit: only explicit damping (if any) bounds dt
             dt_new = 2.0 / g if g > 0 else float("inf")
-        if exact_damping:  # its damping kd - dt kp must stay >= 0 (build_native_model refuses it otherwise)
-            dt_new = min(dt_new, float(np.min(kd_law / np.maximum(m.kp, 1e-300))))
+        sprung = m.kp > 0  # joints without a PD spring (kp 0) put no limit here
+        if exact_damping and sprung.any():  # its damping kd - dt kp must stay >= 0 (build_native_model refuses it)
+            dt_new = min(dt_new, float(np.min(kd_law[sprung] / m.kp[sprung])))
         if not np.isfinite(dt_new):
             break
         if abs(dt_new - dt) < 1e-6:
