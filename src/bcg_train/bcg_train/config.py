@@ -42,6 +42,9 @@ class StartConfig:
     failure_momentum: float = 0.05  # per-iteration exponential average of the failures counted in each bin
 
 
+START_SAMPLINGS = get_args(get_type_hints(StartConfig)["sampling"])  # the Literal's values
+
+
 @dataclass
 class RandomizeConfig:
     """Robustness inside the differentiable simulator (noise is not differentiated; the state still is)."""
@@ -128,6 +131,9 @@ class SHACConfig:
     gradvar_bootstrap: int = 4000
 
 
+LR_DECAYS = get_args(get_type_hints(SHACConfig)["lr_decay"])
+
+
 @dataclass
 class PPOConfig:
     steps_per_env: int = 24
@@ -203,7 +209,7 @@ class TrainConfig:
         need(len(rz.push_interval_s) == 2 and 0 < rz.push_interval_s[0] <= rz.push_interval_s[1],
              "task.randomize.push_interval_s", f"must be [min, max] with 0 < min <= max, got {rz.push_interval_s}")
         st = self.task.start
-        need(st.sampling in ("uniform", "adaptive"), "task.start.sampling", f"must be uniform or adaptive, got "
+        need(st.sampling in START_SAMPLINGS, "task.start.sampling", f"must be one of {START_SAMPLINGS}, got "
              f"{st.sampling!r}")
         need(st.bin_s > 0 and 0 <= st.uniform_floor <= 1 and 0 <= st.first_frame <= 1 and
              0 < st.failure_momentum <= 1, "task.start", "need bin_s > 0, uniform_floor and first_frame in [0, 1], "
@@ -216,7 +222,8 @@ class TrainConfig:
         need(0 <= self.shac.lam < 1, "shac.lam", "must be in [0, 1)")
         need(0 <= self.shac.target_tau <= 1, "shac.target_tau", "must be in [0, 1]")
         need(len(self.shac.betas) == 2, "shac.betas", "must be two numbers")
-        need(self.shac.lr_decay in ("linear", "constant"), "shac.lr_decay", "must be 'linear' or 'constant'")
+        need(self.shac.lr_decay in LR_DECAYS, "shac.lr_decay",
+             f"must be one of {LR_DECAYS}, got {self.shac.lr_decay!r}")
         need(self.shac.critic_minibatches >= 1 and self.shac.critic_iters >= 0, "shac.critic_minibatches",
              "critic_minibatches must be >= 1 and critic_iters >= 0")
         need(self.shac.gradvar_every >= 0 and self.shac.gradvar_bootstrap >= 0, "shac.gradvar_every",

@@ -23,6 +23,7 @@ import json
 import math
 import os
 import resource
+import shutil
 import signal
 import sys
 import tempfile
@@ -203,7 +204,8 @@ class Runner:
             return False
         bundler = self.env.bundler
         state = {"iteration": self.iteration, "samples": self.samples, "elapsed": self.elapsed,
-                 "first_row": self.first_row, "last_eval": self.last_eval, "best_eval": self.best_eval, "algo": self.algo.state_dict(),
+                 "first_row": self.first_row, "last_eval": self.last_eval, "best_eval": self.best_eval,
+                 "algo": self.algo.state_dict(),
                  "task": self.task.state_dict(),
                  "torch_rng": torch.get_rng_state(),
                  "bcg_gen": bundler.gen.get_state() if bundler is not None else None}
@@ -292,14 +294,19 @@ class Runner:
 
             eval_cfg = load_eval_config()
             with tempfile.TemporaryDirectory(prefix="bcg-eval-") as tmp:
-                policy = load_policy(self.export(Path(tmp) / "policy"))
+                exported = self.export(Path(tmp) / "policy")
+                policy = load_policy(exported)
                 clip = clip_tracking(policy, eval_cfg, e.clip_runs, e.clip_seconds, self.cfg.kappa)
                 last = max(0.0, policy.reference.duration - e.seconds)
                 starts = [float(t) for t in np.linspace(0.0, last, e.starts)]
                 win = window_tracking(policy, eval_cfg, starts, e.seconds, self.cfg.kappa)
-            row = {"iteration": self.iteration, "samples": self.samples, "wall_s": round(self.elapsed, 3),
-                   **{k: clip[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")},
-                   **{f"win_{k}": win[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")}}
+                row = {"iteration": self.iteration, "samples": self.samples, "wall_s": round(self.elapsed, 3),
+                       **{k: clip[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")},
+                       **{f"win_{k}": win[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")}}
+                key = (row["falls"], row["e_track_cm"])
+                if self.best_eval is None or key < tuple(self.best_eval[:2]):
+                    self.best_eval = [row["falls"], row["e_track_cm"], self.iteration]
+                    shutil.copytree(exported, self.out / BEST_POLICY_DIR, dirs_exist_ok=True)  # the artifact scored
             path = self.out / EVAL_FILE
             new = not path.is_file()
             with open(path, "a", newline="") as f:
@@ -307,10 +314,6 @@ class Runner:
                 if new:
                     w.writeheader()
                 w.writerow(row)
-            key = (row["falls"], row["e_track_cm"])
-            if self.best_eval is None or key < tuple(self.best_eval[:2]):
-                self.best_eval = [row["falls"], row["e_track_cm"], self.iteration]
-                self.export(self.out / BEST_POLICY_DIR)
         self.last_eval = self.iteration
         self.comm.barrier()
         return row
