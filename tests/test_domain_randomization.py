@@ -197,3 +197,87 @@ def test_bcg_branches_run_their_worlds_constants():
     assert float((q_nom - q_off).abs().max()) > 1e-2
     with pytest.raises(ValueError, match="params of 2 worlds"):
         G1DiffEnv(base, 4).set_world_params(None, WorldParams.nominal(2))
+
+
+# ------------------------------------------------------------------------------------------ the training task
+
+ON = {"friction_scale": [0.5, 1.5], "kp_scale": [0.85, 1.15], "kd_scale": [0.85, 1.15],
+      "pelvis_mass_scale": [0.85, 1.15], "torso_mass_scale": [0.85, 1.15], "torso_com_offset": [0.025, 0.05, 0.05]}
+
+
+def _runner(tmp_path, seed=0, n=4, **randomize):
+    from bcg_train.config import load_train_config
+    from bcg_train.dist import Comm
+    from bcg_train.runner import Runner
+
+    cfg = load_train_config("tiny", {"algo": "shac", "num_envs": n, "seed": seed, "reward": {"kind": "tracking"},
+                                     "task": {"motion": "dance", "randomize": randomize}})
+    r = Runner(cfg, tmp_path, Comm(), 1, resume=False)
+    r.build()
+    return r
+
+
+def test_task_draws_world_physics_per_episode_reproducibly_per_seed(tmp_path):
+    """task.randomize on: every world gets its own constants at its episode start, inside the configured ranges
+    (gains per joint); the same seed draws the same, another seed others; a reset of some worlds redraws theirs
+    only; the checkpoint carries them; the run folder's config.yaml records the ranges. Off (the defaults):
+    no per-world constants at all."""
+    import yaml
+
+    a, b, c = (_runner(tmp_path / k, seed=s, **ON) for k, s in (("a", 0), ("b", 0), ("c", 1)))
+    pa, pb, pc = (r.env.world_params for r in (a, b, c))
+    for k, t in pa.as_dict().items():
+        assert torch.equal(t, pb.as_dict()[k]), k
+        assert not torch.equal(t, pc.as_dict()[k]), k
+    assert float(pa.friction_scale.min()) >= 0.5 and float(pa.friction_scale.max()) <= 1.5
+    assert float(pa.kp_scale.min()) >= 0.85 and float(pa.kp_scale.max()) <= 1.15
+    assert pa.kp_scale[0].unique().numel() == 29  # per joint
+    assert float(pa.com_offset_b[:, TORSO].abs().amax(0)[1]) <= 0.05 and float(pa.com_offset_b[:, PELVIS].abs().max()) == 0
+    assert float((pa.mass_scale - 1).abs().min()) > 0
+    before = pa.clone()
+    a.task.reset(torch.tensor([2]))
+    after = a.env.world_params
+    assert torch.equal(after.kp_scale[[0, 1, 3]], before.kp_scale[[0, 1, 3]])
+    assert not torch.equal(after.kp_scale[2], before.kp_scale[2])
+    saved = a.task.state_dict()["world_params"]
+    b.task.load_state_dict(a.task.state_dict())
+    assert torch.equal(b.env.world_params.kp_scale, saved["kp_scale"])
+    a.prepare_folder()
+    rec = yaml.safe_load((tmp_path / "a" / "config.yaml").read_text())["task"]["randomize"]
+    assert {k: rec[k] for k in ON} == ON
+    off = _runner(tmp_path / "off")
+    assert off.task.physics_keys == [] and off.env.world_params is None
+
+
+def test_newton_backend_refuses_per_world_physics(tmp_path):
+    """The newton backend cannot run per-world constants: the task names the backend and the key in a one-line
+    ConfigError, and the env refuses non-nominal params (nominal ones are its own model, accepted)."""
+    import bcg_sim.motion
+    from bcg_train.config import load_train_config
+    from bcg_train.runner import contract_for
+    from bcg_train.task import Task
+
+    cfg = load_train_config("tiny", {"algo": "shac", "task": {"motion": "dance",
+                                                              "randomize": {"friction_scale": [0.5, 1.5]}}})
+    sim = native_cfg(kappa=300.0).with_backend("newton")
+    env = G1DiffEnv(sim, 2)
+    motion = bcg_sim.motion.load("dance", fps=sim.control_hz)
+    with pytest.raises(ConfigError, match=r"task\.randomize\.friction_scale.*'newton'") as exc:
+        Task(cfg, env, motion, contract_for(motion.name), torch.Generator(), 2)
+    assert "\n" not in str(exc.value)
+    env.set_world_params(None, WorldParams.nominal(2))
+    with pytest.raises(ConfigError, match="newton"):
+        env.set_world_params(None, randomized(2))
+
+
+def test_bad_ranges_are_config_errors(tmp_path):
+    """Ranges the config cannot mean, and gain ranges the native step cannot run at sim_dt, are one-line
+    ConfigErrors naming the key."""
+    from bcg_train.config import load_train_config
+
+    for key, value in (("friction_scale", [1.5, 0.5]), ("kp_scale", [0.0, 1.0]), ("torso_com_offset", [0.1, 0.1]),
+                       ("torso_com_offset", [-0.1, 0.0, 0.0])):
+        with pytest.raises(ConfigError, match=rf"task\.randomize\.{key}"):
+            load_train_config("tiny", {"task": {"randomize": {key: value}}})
+    with pytest.raises(ConfigError, match=r"task\.randomize\.kp_scale/kd_scale"):
+        _runner(tmp_path, kp_scale=[1.0, 30.0])
