@@ -281,3 +281,8 @@ def test_bad_ranges_are_config_errors(tmp_path):
             load_train_config("tiny", {"task": {"randomize": {key: value}}})
     with pytest.raises(ConfigError, match=r"task\.randomize\.kp_scale/kd_scale"):
         _runner(tmp_path, kp_scale=[1.0, 30.0])
+    sim = NativeSimulator(native_cfg(kappa=300.0), 2)
+    p = randomized(2)
+    p.mass_scale[1, TORSO] = 0.0
+    with pytest.raises(ConfigError, match="mass_scale must be > 0"):
+        sim.world_arrays(p)

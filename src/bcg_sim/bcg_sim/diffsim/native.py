@@ -449,6 +449,9 @@ class NativeSimulator:
             return None
         m = self.m
         f64 = lambda t: np.ascontiguousarray(t.detach().cpu().numpy(), dtype=np.float64)  # noqa: E731
+        for name in ("friction_scale", "kp_scale", "kd_scale", "mass_scale"):
+            if not (getattr(params, name) > 0).all():  # a zero mass or gain is another robot, not a variation
+                raise ConfigError(f"world params: {name} must be > 0 in every world")
         mu = np.ascontiguousarray(self.cfg.contact.friction_mu * f64(params.friction_scale))
         kp = np.ascontiguousarray(m.kp * f64(params.kp_scale))
         kd = m.kd_law * f64(params.kd_scale)
