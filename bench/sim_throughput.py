@@ -164,14 +164,21 @@ def main(argv=None) -> None:
     ap.add_argument("--compare-config", default=None, metavar="YAML",
                     help="with --shac: only the native cells (BCG off and on, one process, one thread) of "
                          "config/sim.yaml and of this sim config, interleaved --overhead-pairs times (default 1)")
-    ap.add_argument("--shac-cell", nargs=7, default=None, help=argparse.SUPPRESS)  # internal: one cell, JSON out
+    ap.add_argument("--dr-pairs", type=int, default=0, metavar="N",
+                    help="with --shac: only the cost of per-world physics randomization (issue 21; native, BCG on, "
+                         "one process), N interleaved off/on pairs, the proposed on-ranges of docs/training.md")
+    ap.add_argument("--shac-cell", nargs=8, default=None, help=argparse.SUPPRESS)  # internal: one cell, JSON out
     args = ap.parse_args(argv)
     if args.shac_cell:
         import json
 
-        b, bcg, n, h, th, rep, config = args.shac_cell
+        b, bcg, n, h, th, rep, config, dr = args.shac_cell
         torch.set_num_threads(1)  # one core per process: torch's intra-op threads only contend with the simulator
-        print(json.dumps(shac_iteration_cell(b, bool(int(bcg)), int(n), int(h), int(th), int(rep), config)))
+        print(json.dumps(shac_iteration_cell(b, bool(int(bcg)), int(n), int(h), int(th), int(rep), config,
+                                             bool(int(dr)))))
+        return
+    if args.shac and args.dr_pairs > 0:
+        dr_pairs(args.shac_worlds, args.shac_horizon, args.shac_repeats, args.dr_pairs)
         return
     if args.shac and args.compare_config:
         compare_configs(args.compare_config, args.shac_worlds, args.shac_horizon, args.shac_repeats,
@@ -218,14 +225,35 @@ def main(argv=None) -> None:
 # ------------------------------------------------------------------------ SHAC-shaped iteration (issue #8)
 
 SHAC_MOTION = "run"  # built-in clip the rollouts track
+# The proposed on-ranges of task.randomize's per-world physics (docs/training.md): what --dr-pairs times
+DR_ON = {"friction_scale": (0.5, 1.5), "kp_scale": (0.85, 1.15), "kd_scale": (0.85, 1.15),
+         "pelvis_mass_scale": (0.85, 1.15), "torso_mass_scale": (0.85, 1.15), "torso_com_offset": (0.025, 0.05, 0.05)}
+
+
+def draw_dr(n: int, gen: torch.Generator):
+    """WorldParams of n worlds uniform in DR_ON (as bcg_train.task.Task.draw_world_params draws them)."""
+    from bcg_sim.diffsim import MASS_BODIES, WorldParams
+
+    def u(r, *shape):
+        return r[0] + (r[1] - r[0]) * torch.rand(*shape, generator=gen, dtype=torch.float64)
+
+    p = WorldParams.nominal(n)
+    p.friction_scale = u(DR_ON["friction_scale"], n)
+    p.kp_scale, p.kd_scale = u(DR_ON["kp_scale"], n, 29), u(DR_ON["kd_scale"], n, 29)
+    p.mass_scale[:, MASS_BODIES.index("pelvis")] = u(DR_ON["pelvis_mass_scale"], n)
+    p.mass_scale[:, MASS_BODIES.index("torso_link")] = u(DR_ON["torso_mass_scale"], n)
+    off = torch.tensor(DR_ON["torso_com_offset"], dtype=torch.float64)
+    p.com_offset_b[:, MASS_BODIES.index("torso_link")] = (2 * torch.rand(n, 3, generator=gen, dtype=torch.float64) - 1) * off
+    return p
 
 
 def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: int, repeats: int,
-                        config: str = "sim") -> dict:
+                        config: str = "sim", dr: bool = False) -> dict:
     """Seconds of one SHAC-shaped iteration: reset N worlds to random frames of the clip, roll out `horizon`
     control steps of an MLP policy (obs: joint pos/vel, root orientation and angular velocity), a tracking cost
     on joint positions and body heights, backward through every step (and BCG bundles), one Adam step.
-    Runs in its own process (main --shac-cell) so that its peak RSS is its own."""
+    Runs in its own process (main --shac-cell) so that its peak RSS is its own. dr: every reset draws new per-world
+    physics (DR_ON), as the task does at every episode start."""
     import resource
 
     from bcg_sim import motion as motion_lib
@@ -241,6 +269,7 @@ def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: 
     ref_q = torch.as_tensor(clip.joint_pos, dtype=torch.float32)
     ref_z = torch.as_tensor(clip.root_pos_w[:, 2], dtype=torch.float32)
     gen = torch.Generator().manual_seed(0)
+    dr_gen = torch.Generator().manual_seed(1)  # its own stream: the same start frames with and without
     torch.manual_seed(0)  # the same policy in every cell: the same touchdowns and bundles
     policy = torch.nn.Sequential(torch.nn.Linear(29 * 2 + 7, 256), torch.nn.ELU(), torch.nn.Linear(256, 128),
                                  torch.nn.ELU(), torch.nn.Linear(128, 29))
@@ -251,6 +280,8 @@ def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: 
         env.new_rollout()
         frames = torch.randint(0, last_frame, (n,), generator=gen)
         env.reset(motion=clip, frames=frames)
+        if dr:
+            env.set_world_params(None, draw_dr(n, dr_gen))
         s = env.state
         loss = 0.0
         for t in range(h):
@@ -275,7 +306,7 @@ def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: 
                 cpu_seconds=min(cpu_times),
                 samples_per_s=n * horizon / min(times), peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
                 bundles=st.bundles_completed, overflow=st.overflow, substeps=cfg.substeps, sim_dt=cfg.sim_dt,
-                config=config,
+                config=config, dr=dr,
                 branches=cfg.bcg.branches, bcg_horizon=cfg.bcg.horizon, bcg_start=cfg.bcg.start)
 
 
@@ -289,9 +320,9 @@ def run_cells(cells: list[tuple], n: int, horizon: int, repeats: int) -> list[di
     results = []
     for group in cells:
         procs = []
-        for backend, bcg, threads, worlds, *config in group:
+        for backend, bcg, threads, worlds, *rest in group:  # rest: [config name[, per-world physics on]]
             cmd = [sys.executable, __file__, "--shac-cell", backend, str(int(bcg)), str(worlds or n), str(horizon),
-                   str(threads), str(repeats), config[0] if config else "sim"]
+                   str(threads), str(repeats), rest[0] if rest else "sim", str(int(len(rest) > 1 and rest[1]))]
             procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
         outs = []
         for p in procs:
@@ -326,6 +357,29 @@ def overhead_pairs(n: int, horizon: int, repeats: int, pairs: int) -> None:
         print(f"{procs} process{'es' if procs > 1 else ''}: overhead median {np.median(r):.2f}x (range "
               f"{r.min():.2f}-{r.max():.2f}x over {pairs} pairs); CPU time median {np.median(c):.2f}x "
               f"({c.min():.2f}-{c.max():.2f}x)", flush=True)
+
+
+def dr_pairs(n: int, horizon: int, repeats: int, pairs: int) -> None:
+    """Cost of per-world physics randomization: SHAC cells (native, BCG on as the main job, one process, one
+    thread) with it off and on (DR_ON, redrawn at every reset), `pairs` interleaved pairs; medians and ratio."""
+    print(f"\nper-world physics randomization, SHAC-shaped iteration, native, BCG on, N={n} x {horizon}, kappa 300, "
+          f"one process; {pairs} interleaved off/on pairs; on: {DR_ON}", flush=True)
+    sps: dict[bool, list] = {False: [], True: []}
+    ratios, cpu_ratios = [], []
+    for k in range(pairs):
+        res = [run_cells([[("native", True, 1, None, "sim", dr)]], n, horizon, repeats)[0][0] for dr in (False, True)]
+        for r in res:
+            sps[r["dr"]].append(r["samples_per_s"])
+        ratios.append(res[1]["seconds"] / res[0]["seconds"])
+        cpu_ratios.append(res[1]["cpu_seconds"] / res[0]["cpu_seconds"])
+        print(f"  pair {k + 1}: off {res[0]['samples_per_s']:.0f} samples/s ({res[0]['seconds']:.2f} s, CPU "
+              f"{res[0]['cpu_seconds']:.2f} s, {res[0]['bundles']} bundles), on {res[1]['samples_per_s']:.0f} samples/s "
+              f"({res[1]['seconds']:.2f} s, CPU {res[1]['cpu_seconds']:.2f} s, {res[1]['bundles']} bundles): time "
+              f"{ratios[-1]:.2f}x, CPU {cpu_ratios[-1]:.2f}x", flush=True)
+    r, c = np.array(ratios), np.array(cpu_ratios)
+    print(f"randomization off {np.median(sps[False]):.0f} samples/s, on {np.median(sps[True]):.0f} samples/s (medians); "
+          f"time on/off median {np.median(r):.2f}x ({r.min():.2f}-{r.max():.2f}x), CPU time median {np.median(c):.2f}x "
+          f"({c.min():.2f}-{c.max():.2f}x)", flush=True)
 
 
 def compare_configs(config: str, n: int, horizon: int, repeats: int, pairs: int) -> None:

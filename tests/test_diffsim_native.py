@@ -98,12 +98,13 @@ def test_reverse_mode_is_exact_past_the_joint_ranges(dt, spring):
     assert_reverse_mode_exact(sim, q, qd, tgt)
 
 
-def assert_reverse_mode_exact(sim, q_t, qd_t, tgt, substeps=None):
+def assert_reverse_mode_exact(sim, q_t, qd_t, tgt, substeps=None, params=None):
     """The C++ adjoint of one control step from (q_t, qd_t) [1, ...] under targets tgt [29] equals central finite
     differences of the double-precision step, for a loss on the last state and the body poses/twists, w.r.t.
     the initial coordinates (quaternion included), velocities and PD targets. substeps: a partial step's
-    substep count (None: the whole step)."""
+    substep count (None: the whole step). params: per-world constants (WorldParams of 1 world; None: the model's)."""
     nsub = None if substeps is None else np.array([substeps], dtype=np.int32)
+    wargs = sim.world_arrays(params)
     end = sim.substeps if substeps is None else substeps
     q = q_t.double().numpy().copy()
     v = newton_to_pin_velocity(q_t, qd_t, sim._root_com).double().numpy().copy()
@@ -114,13 +115,13 @@ def assert_reverse_mode_exact(sim, q_t, qd_t, tgt, substeps=None):
 
     def loss(q_, v_, t_):
         tq, tv, _, _, _, _, bq, bqd = sim._forward(np.ascontiguousarray(t_), np.ascontiguousarray(q_),
-                                                   np.ascontiguousarray(v_), nsub)
+                                                   np.ascontiguousarray(v_), nsub, wargs)
         return float(tq[0, end] @ wq + tv[0, end] @ wv + (bq * wbq).sum() + (bqd * wbqd).sum()), tq, tv
 
     _, tq, tv = loss(q, v, t)
     g_tan = _coords_grad_to_tangent(torch.as_tensor(tq[:, end]), torch.as_tensor(wq[None])).numpy()
     gq, gv, gt = sim._backward(tq, tv, t, np.ascontiguousarray(g_tan), np.ascontiguousarray(wv[None]), wbq, wbqd,
-                               nsub)
+                               nsub, wargs)
     gq = _tangent_grad_to_coords(torch.as_tensor(q), torch.as_tensor(gq)).numpy()
     eps = 1e-7
     for which, x, g in (("q", q, gq), ("v", v, gv), ("target", t, gt)):

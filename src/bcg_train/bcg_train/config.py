@@ -59,6 +59,22 @@ class RandomizeConfig:
     obs_ang_vel: float = 0.0  # [rad/s] ... gyroscope
     obs_gravity: float = 0.0  # std of noise on the observed projected gravity (unit vector)
     action_delay_prob: float = 0.0  # share of episodes whose actions reach the motors one control step late
+    # Per-world physics (bcg_sim.diffsim.world_params), drawn uniformly at every episode start; native backend
+    # only. [min, max] scales ([1, 1]: off), offsets +-[x, y, z] ([0, 0, 0]: off).
+    friction_scale: list[float] = field(default_factory=lambda: [1.0, 1.0])  # x contact.friction_mu, per world
+    kp_scale: list[float] = field(default_factory=lambda: [1.0, 1.0])  # x PD stiffness, per joint and world
+    kd_scale: list[float] = field(default_factory=lambda: [1.0, 1.0])  # x PD damping, per joint and world
+    pelvis_mass_scale: list[float] = field(default_factory=lambda: [1.0, 1.0])  # x pelvis mass and inertia
+    torso_mass_scale: list[float] = field(default_factory=lambda: [1.0, 1.0])  # x torso_link mass and inertia
+    torso_com_offset: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])  # [m] +- torso COM, torso frame
+
+    def physics_keys_on(self) -> list[str]:
+        """The per-world physics keys whose range is not the identity (none: every world runs the sim config)."""
+        on = [k for k in PHYSICS_SCALE_KEYS if list(getattr(self, k)) != [1.0, 1.0]]
+        return on + (["torso_com_offset"] if any(x != 0 for x in self.torso_com_offset) else [])
+
+
+PHYSICS_SCALE_KEYS = ("friction_scale", "kp_scale", "kd_scale", "pelvis_mass_scale", "torso_mass_scale")
 
 
 @dataclass
@@ -206,6 +222,12 @@ class TrainConfig:
                  rz.obs_joint_pos, rz.obs_joint_vel, rz.obs_ang_vel, rz.obs_gravity) >= 0, "task.randomize",
              "noise levels must be >= 0")
         need(0 <= rz.action_delay_prob <= 1, "task.randomize.action_delay_prob", "must be in [0, 1]")
+        for key in PHYSICS_SCALE_KEYS:
+            r = getattr(rz, key)
+            need(len(r) == 2 and 0 < r[0] <= r[1], f"task.randomize.{key}",
+                 f"must be [min, max] with 0 < min <= max ([1, 1]: off), got {r}")
+        need(len(rz.torso_com_offset) == 3 and min(rz.torso_com_offset) >= 0, "task.randomize.torso_com_offset",
+             f"must be +-[x, y, z] m, each >= 0 ([0, 0, 0]: off), got {rz.torso_com_offset}")
         need(len(rz.push_interval_s) == 2 and 0 < rz.push_interval_s[0] <= rz.push_interval_s[1],
              "task.randomize.push_interval_s", f"must be [min, max] with 0 < min <= max, got {rz.push_interval_s}")
         st = self.task.start

@@ -11,7 +11,9 @@
   an episode (the actor cannot observe it; BeyondMimic's rule).
 - Robustness: reset noise, velocity pushes every push_interval_s, observation noise on what the robot's
   sensors measure (encoders, gyroscope, gravity), one control period of action latency in a share of the
-  episodes; all in task.randomize, written into the run's config.yaml.
+  episodes, and per-world physics drawn at every episode start (friction, PD gains per joint, pelvis / torso
+  mass and torso COM: `draw_world_params`, native backend); all in task.randomize, written into the run's
+  config.yaml.
 - Actor observation: exactly `bcg_sim.policy.build_observation` (batched torch), differentiable w.r.t. the
   simulated state, normalized by `RunningNorm` whose mean/std go into the exported contract.
 - Critic-only inputs (`privileged`, [N, PRIVILEGED_DIM]): pelvis height, its velocity and its offset from the
@@ -28,6 +30,7 @@ from typing import NamedTuple
 
 import torch
 
+from bcg_sim.config import ConfigError
 from bcg_sim.g1 import joint_limits
 from bcg_sim.policy import ReferenceWindow, RobotState, build_observation
 from bcg_sim.policy.observation import quat_rotate_inv, quat_to_rot6d
@@ -171,6 +174,15 @@ class Task:
         std = [torch.full((item.size,), getattr(rz, _OBS_NOISE[item.name]) if item.name in _OBS_NOISE else 0.0)
                for item in contract.observation.layout]
         self.obs_noise_std = torch.cat(std).to(self.device)  # [n_obs]
+        self.physics_keys = rz.physics_keys_on()  # per-world physics drawn at each start (none: the sim config's)
+        if self.physics_keys:
+            key = f"task.randomize.{self.physics_keys[0]}"
+            if env.cfg.backend != "native":
+                raise ConfigError(f"train config: {key}: per-world physics randomization needs the native backend; "
+                                  f"backend {env.cfg.backend!r} cannot run it")
+            from bcg_sim.diffsim.native import check_gain_range
+
+            check_gain_range(env.cfg, rz.kp_scale[1], rz.kd_scale[0], "train config: task.randomize.kp_scale/kd_scale")
 
     # ------------------------------------------------------------------ episodes
     def reset(self, ids: torch.Tensor | None = None) -> None:
@@ -185,6 +197,30 @@ class Task:
         self.push_timer[ids.cpu()] = self._push_gap(ids.numel())
         delayed = torch.rand(ids.numel(), generator=self.gen) < self.cfg.task.randomize.action_delay_prob
         self.delayed = self.delayed.index_put((ids,), delayed.to(self.device))
+        if self.physics_keys:  # drawn last and only when on: a run without it keeps its random stream
+            self.env.set_world_params(ids, self.draw_world_params(ids.numel()))
+
+    def draw_world_params(self, n: int):
+        """Per-world physics of n new episodes (bcg_sim.diffsim.WorldParams), uniform in task.randomize's ranges:
+        one friction scale per world (one floor under both feet), kp / kd scales per joint and world (a real G1's
+        gain errors are per motor: three motor types, each joint's own friction and temperature), pelvis and torso
+        mass scales, and a torso COM offset in +-torso_com_offset. From the task's generator: reproducible per seed."""
+        from bcg_sim.diffsim.world_params import MASS_BODIES, WorldParams
+
+        rz, g, d = self.cfg.task.randomize, self.gen, torch.float64
+
+        def uniform(r, *shape):
+            return r[0] + (r[1] - r[0]) * torch.rand(*shape, generator=g, dtype=d)
+
+        p = WorldParams.nominal(n)
+        p.friction_scale = uniform(rz.friction_scale, n)
+        p.kp_scale = uniform(rz.kp_scale, n, 29)
+        p.kd_scale = uniform(rz.kd_scale, n, 29)
+        p.mass_scale[:, MASS_BODIES.index("pelvis")] = uniform(rz.pelvis_mass_scale, n)
+        p.mass_scale[:, MASS_BODIES.index("torso_link")] = uniform(rz.torso_mass_scale, n)
+        off = torch.as_tensor(rz.torso_com_offset, dtype=d)
+        p.com_offset_b[:, MASS_BODIES.index("torso_link")] = (2 * torch.rand(n, 3, generator=g, dtype=d) - 1) * off
+        return p
 
     def start_weights(self) -> torch.Tensor:
         """Probability of each start bin [n_bins] (frame-0 starts aside): uniform_floor spread evenly, the rest
@@ -361,7 +397,9 @@ class Task:
                 "sim_state": [x.detach().clone() for x in s.as_tuple()], "gen": self.gen.get_state(),
                 "joint_q": self.env.joint_q.detach().clone(), "joint_qd": self.env.joint_qd.detach().clone(),
                 "hazard": self.hazard.clone(), "push_timer": self.push_timer.clone(),
-                "delayed": self.delayed.clone()}
+                "delayed": self.delayed.clone(),
+                "world_params": None if self.env.world_params is None else
+                {k: v.clone() for k, v in self.env.world_params.as_dict().items()}}
 
     def load_state_dict(self, d: dict) -> None:
         from bcg_sim.diffsim import SimState
@@ -375,6 +413,10 @@ class Task:
         self.gen.set_state(d["gen"])
         # the env tracks the clip from these frames again; BCG's touchdown rule restarts (feet count as loaded)
         self.env.reset(None, motion=self.motion, frames=self.frame.cpu(), state=SimState(*d["sim_state"]))
+        if d.get("world_params") is not None:  # each world's physics until its episode ends (older runs: none)
+            from bcg_sim.diffsim.world_params import WorldParams
+
+            self.env.set_world_params(None, WorldParams.from_dict(d["world_params"]))
         # the exact simulator coordinates (the SimState round trip changes the last bits)
         self.env.joint_q = d["joint_q"].to(self.device).clone()
         self.env.joint_qd = d["joint_qd"].to(self.device).clone()

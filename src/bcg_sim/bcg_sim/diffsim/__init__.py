@@ -2,7 +2,8 @@
 (backend: Newton Featherstone on Warp, or native Pinocchio ABA with analytic derivatives). Modules: config
 (SimConfig, config/sim.yaml), backend (make_simulator), model (Newton model + contact/PD tables), native (the
 Pinocchio backend, csrc/), kernels (Warp kernels), state (bcg <-> Newton state conventions), bridge (torch autograd Function per
-control step), bundle (BCG), env (batched env with reset/step/termination). Docs: docs/sim.md."""
+control step), bundle (BCG), env (batched env with reset/step/termination), world_params (per-world physical
+constants: domain randomization). Docs: docs/sim.md."""
 
 import os
 
@@ -28,3 +29,4 @@ from bcg_sim.diffsim.config import (  # noqa: F401
 )
 from bcg_sim.diffsim.env import EnvStep, G1DiffEnv, motion_state  # noqa: F401
 from bcg_sim.diffsim.state import SimState, from_newton, to_newton  # noqa: F401
+from bcg_sim.diffsim.world_params import MASS_BODIES, WorldParams  # noqa: F401

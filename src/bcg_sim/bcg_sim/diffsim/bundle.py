@@ -259,10 +259,12 @@ class LegJacobian:
 # Branch stepper: (chunk, target [B, J], q [B, Dq], qd [B, Dv]) -> tuple of outputs [B, ...]; outputs[0] and
 # outputs[1] are the next (q, qd); further outputs (e.g. body poses) are averaged too.
 Stepper = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]
-# Batched branch stepper: (target [M, J], q [M, Dq], qd [M, Dv], substeps [M] ints or None) -> outputs [M, ...]
-# for the M = k B branch worlds of every active bundle at once (worlds are independent, so the result is the
-# per-chunk one); substeps: how many substeps each world runs (None: a whole control step).
-BatchStepper = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "torch.Tensor | None"], tuple[torch.Tensor, ...]]
+# Batched branch stepper: (target [M, J], q [M, Dq], qd [M, Dv], substeps [M] ints or None, worlds [M]) -> outputs
+# [M, ...] for the M = k B branch worlds of every active bundle at once (worlds are independent, so the result is
+# the per-chunk one); substeps: how many substeps each world runs (None: a whole control step); worlds: the main
+# world each branch belongs to (its per-world physical constants are the branch's).
+BatchStepper = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "torch.Tensor | None", torch.Tensor],
+                        tuple[torch.Tensor, ...]]
 
 
 class Bundler:
@@ -380,7 +382,7 @@ class Bundler:
         if any(skips):
             substeps = torch.as_tensor([self.substeps - k for k in skips]).repeat_interleave(B)
         out = self.step_batch(target[worlds].repeat_interleave(B, 0), torch.cat([b.q for _, b in items]),
-                              torch.cat([b.qd for _, b in items]), substeps)
+                              torch.cat([b.qd for _, b in items]), substeps, worlds.repeat_interleave(B))
         return [tuple(o[k * B:(k + 1) * B] for o in out) for k in range(len(items))]
 
     def step_and_merge(self, target: torch.Tensor, main_out: tuple[torch.Tensor, ...]

@@ -19,11 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from bcg_sim.config import ConfigError
 from bcg_sim.diffsim.backend import make_branch_pool, make_simulator
 from bcg_sim.diffsim.bundle import BCGStats, Bundler
 from bcg_sim.diffsim.config import SimConfig, load_sim_config
 from bcg_sim.diffsim.model import NUM_JOINTS
 from bcg_sim.diffsim.state import SimState, from_newton, quat_xyzw_to_wxyz, to_newton
+from bcg_sim.diffsim.world_params import WorldParams
 
 _BODY_QUAT = slice(3, 7)  # x y z w within Newton's (p, q) transforms and the free joint's coordinates
 
@@ -98,6 +100,8 @@ class G1DiffEnv:
         self._ref_root_pos: torch.Tensor | None = None  # [T, 3]
         self._ref_time = torch.zeros(num_worlds, device=self.device)  # seconds into the clip per world
         self._has_ref = torch.zeros(num_worlds, dtype=torch.bool, device=self.device)
+        # per-world constants of the dynamics (set_world_params); None: the config's model in every world
+        self.world_params: WorldParams | None = None
         b = self.cfg.bcg
         # Branch pool, built once: pool_size // B chunks of B worlds (newton: one simulator per chunk; native:
         # one simulator stepping every active bundle in one call).
@@ -175,13 +179,37 @@ class G1DiffEnv:
         if self.bundler is not None:
             self.bundler.cancel(ids.tolist())
 
+    def set_world_params(self, env_ids, params: WorldParams) -> None:
+        """Worlds `env_ids` ([n], None: all) run with these per-world constants of the dynamics (friction, PD
+        gains, pelvis / torso mass and COM; `params` of n worlds) from their next step on; the others keep theirs.
+        Native backend only: the newton backend raises ConfigError for anything but the nominal values. A BCG
+        branch runs with its world's constants."""
+        ids = self._ids(env_ids)
+        if params.num_worlds != ids.numel():
+            raise ValueError(f"set_world_params: params of {params.num_worlds} worlds for {ids.numel()} env_ids")
+        if self.cfg.backend != "native":
+            if not params.is_nominal():
+                raise ConfigError(f"sim config: backend {self.cfg.backend!r} cannot run per-world physical "
+                                  "parameters (friction, PD gains, link mass/COM); use backend native")
+            return  # nominal: the model every world runs anyway
+        self.sim.world_arrays(params)  # ConfigError for constants the native step cannot run (kd < dt kp)
+        if self.world_params is None:
+            self.world_params = WorldParams.nominal(self.num_worlds)
+        self.world_params.put(ids.cpu(), params)
+
+    def _params(self, rows=None) -> dict:
+        """The step's `params` keyword for worlds `rows` ([M] indices into this env's worlds; None: all)."""
+        if self.world_params is None:
+            return {}
+        return {"params": self.world_params if rows is None else self.world_params.take(torch.as_tensor(rows).cpu())}
+
     # ------------------------------------------------------------------ step
     def _step_chunk(self, chunk: int, target, q, qd):
         o = self.pool[chunk].step(target, q, qd)
         return o.joint_q, o.joint_qd, o.body_q, o.body_qd
 
-    def _step_batch(self, target, q, qd, substeps=None):
-        o = self._branch_sim.step(target, q, qd, substeps=substeps)
+    def _step_batch(self, target, q, qd, substeps=None, worlds=None):
+        o = self._branch_sim.step(target, q, qd, substeps=substeps, **self._params(worlds))
         return o.joint_q, o.joint_qd, o.body_q, o.body_qd
 
     def _start_bundles(self, touchdown: torch.Tensor, onset: torch.Tensor | None, target: torch.Tensor,
@@ -201,7 +229,7 @@ class G1DiffEnv:
         if part:
             ws = torch.as_tensor([hits[k][0] for k in part])
             o = self._branch_sim.step(target[ws], q_in[ws], qd_in[ws],
-                                      substeps=torch.as_tensor([skips[k] for k in part]))
+                                      substeps=torch.as_tensor([skips[k] for k in part]), **self._params(ws))
             for i, k in enumerate(part):
                 q0[k], qd0[k] = o.joint_q[i], o.joint_qd[i]
         for (w, f), q, qd, j in zip(hits, q0, qd0, skips):
@@ -213,7 +241,7 @@ class G1DiffEnv:
             raise ValueError(f"actions must be [{self.num_worlds}, {NUM_JOINTS}], got {tuple(actions.shape)}")
         target = self.default_joint_pos + self.cfg.actuation.action_scale * actions
         q_in, qd_in = self.joint_q, self.joint_qd
-        o = self.sim.step(target, q_in, qd_in)
+        o = self.sim.step(target, q_in, qd_in, **self._params())
         outs = (o.joint_q, o.joint_qd, o.body_q, o.body_qd)
 
         # Contact onset after flight: the previous step's peak must be <= rearm_force, so a foot that bounces

@@ -22,6 +22,7 @@ under $BCG_NATIVE_CACHE, default ~/.cache/bcg_native; `python -m bcg_sim.warmup`
 from __future__ import annotations
 
 import ctypes
+import dataclasses as dc
 import hashlib
 import os
 import subprocess
@@ -39,6 +40,7 @@ from bcg_sim.config import ConfigError
 from bcg_sim.diffsim.config import SimConfig
 from bcg_sim.diffsim.bridge import StepOutput
 from bcg_sim.diffsim.model import COORDS_PER_WORLD, DOFS_PER_WORLD, NUM_JOINTS, body_sphere_indices, pd_gains
+from bcg_sim.diffsim.world_params import MASS_BODIES, WorldParams
 
 _SOURCE = Path(__file__).with_name("csrc") / "g1_dynamics.cpp"
 # Pinocchio's own interface definitions (its CMake package exports them): boost::variant must hold all
@@ -109,8 +111,9 @@ def _load() -> ctypes.CDLL:
                                          P, P]
             lib.g1dyn_destroy.argtypes = [P]
             lib.g1dyn_set_joint_limits.argtypes = [P, P, P, D, D]
-            lib.g1dyn_forward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, P, P, I]
-            lib.g1dyn_backward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, P, I]
+            # ..., threads, then the per-world constants (mu, kp, kd, K, joints [K], inertias; NULL: the model's)
+            lib.g1dyn_forward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, P, P, I, P, P, P, I, P, P]
+            lib.g1dyn_backward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, P, I, P, P, P, I, P, P]
             _lib = lib
         return _lib
 
@@ -131,8 +134,9 @@ class NativeModel:
     foot_body: tuple[int, int]
     root_com_b: np.ndarray  # [3]
     default_joint_q: np.ndarray  # [36] Newton layout
-    kp: np.ndarray  # [29]
-    kd: np.ndarray
+    kp: np.ndarray  # [29] N m/rad
+    kd: np.ndarray  # [29] the damping the C++ law takes (kd - dt kp with solver.stable_pd_exact_damping)
+    kd_law: np.ndarray  # [29] N m s/rad, the configured damping (what a kd scale multiplies)
     effort_limit: np.ndarray
     joint_lower: np.ndarray  # [29] rad, the joint-range stops (actuation.joint_limit_ke / _kd)
     joint_upper: np.ndarray
@@ -148,6 +152,7 @@ class NativeModel:
     sph_pos: np.ndarray  # [S, 3]
     sph_rad: np.ndarray  # [S]
     foot_start: np.ndarray  # [3] int32
+    mass_joint: np.ndarray  # [len(MASS_BODIES)] int32 pinocchio joint of each per-world mass/COM body
 
 
 def build_native_model(cfg: SimConfig) -> NativeModel:
@@ -197,6 +202,7 @@ def build_native_model(cfg: SimConfig) -> NativeModel:
         sj.append(body_joint[bi]); sp.append(body_com[bi]); sr.append(radius)
 
     kp, kd = (np.array(g, dtype=np.float64) for g in pd_gains(cfg))
+    kd_law = kd.copy()
     if cfg.solver.stable_pd and cfg.solver.stable_pd_exact_damping:
         # The stable PD's torque kp (q* - q - dt qd') - kd' qd' = kp (q* - q) - (kd' + dt kp) qd': with
         # kd' = kd - dt kp the damping is the explicit law's kd again, on the end-of-substep velocity, and the
@@ -216,11 +222,12 @@ def build_native_model(cfg: SimConfig) -> NativeModel:
     return NativeModel(
         body_names=body_names, joint_names=g1.joint_names(cfg.variant), bodies_per_world=len(body_names),
         foot_body=foot_body, root_com_b=body_com[0].copy(), default_joint_q=default_q,  # type: ignore[arg-type]
-        kp=kp, kd=kd, effort_limit=np.array([m.effort_limit for m in motors]),
+        kp=kp, kd=kd, kd_law=kd_law, effort_limit=np.array([m.effort_limit for m in motors]),
         joint_lower=lower, joint_upper=upper,
         parent=parent, axis=axis, placement=placement, inertia=inertia, armature=arm, body_joint=body_joint,
         body_com=body_com, sph_joint=np.array(sj, dtype=np.int32), sph_pos=np.array(sp, dtype=float),
-        sph_rad=np.array(sr, dtype=float), foot_start=np.array(starts[:3], dtype=np.int32))
+        sph_rad=np.array(sr, dtype=float), foot_start=np.array(starts[:3], dtype=np.int32),
+        mass_joint=np.array([body_joint[body_names.index(b)] for b in MASS_BODIES], dtype=np.int32))
 
 
 def stable_dt_bound(cfg: SimConfig, m: NativeModel) -> float:
@@ -294,6 +301,26 @@ def stable_dt_bound(cfg: SimConfig, m: NativeModel) -> float:
 
 
 _BOUNDS: dict[str, float] = {}
+
+
+def check_gain_range(cfg: SimConfig, kp_scale_max: float, kd_scale_min: float, where: str) -> None:
+    """ConfigError (naming `where`) unless worlds whose PD gains are scaled up to kp_scale_max (stiffest) and down
+    to kd_scale_min (least damped) still meet the native step's bounds at sim_dt: the computed stability bound
+    (the PD's spring modes grow with kp) and, with exact PD damping, kd >= dt kp. The per-world pelvis / torso
+    masses are not in it (the bound is set by the soles and the PD's spring modes, not by the two heaviest links)."""
+    a = cfg.actuation
+    hard = dc.replace(cfg, actuation=dc.replace(a, kp_scale=a.kp_scale * kp_scale_max,
+                                                kd_scale=a.kd_scale * kd_scale_min))
+    try:
+        m = build_native_model(hard)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: kp x {kp_scale_max:g} with kd x {kd_scale_min:g} breaks the native step: {exc}") \
+            from None
+    bound = cfg.solver.native_stability_safety * _cached_bound(hard, m)
+    if cfg.sim_dt > bound * (1 + 1e-9):
+        raise ConfigError(f"{where}: kp x {kp_scale_max:g} with kd x {kd_scale_min:g} puts sim_dt "
+                          f"{cfg.sim_dt * 1e3:.3g} ms above the native backend's bound {bound * 1e3:.3g} ms "
+                          f"(solver.native_stability_safety x the computed bound); narrow the gain range")
 
 
 def _cached_bound(cfg: SimConfig, m: NativeModel) -> float:
@@ -410,7 +437,38 @@ class NativeSimulator:
             self._lib.g1dyn_set_joint_limits(self._h, _ptr(lo), _ptr(hi), float(a.joint_limit_ke),
                                              float(a.joint_limit_kd))
         self._root_com = torch.as_tensor(m.root_com_b, dtype=torch.float32)
+        self._mass_joint = np.ascontiguousarray(m.mass_joint, dtype=np.int32)
         self._generation = 0
+
+    def world_arrays(self, params: WorldParams | None) -> tuple | None:
+        """The C step's per-world constants of `params` (rows = the call's worlds): (mu [n], kp [n, 29], kd [n, 29]
+        as the C law takes it, inertia rows [n, K, 10] of m.mass_joint), float64; None for None or nominal params
+        (the model's own constants, no per-world work). A world given the nominal values gets the model's numbers
+        bit for bit (same float64 operations as build_native_model)."""
+        if params is None or params.is_nominal():
+            return None
+        m = self.m
+        f64 = lambda t: np.ascontiguousarray(t.detach().cpu().numpy(), dtype=np.float64)  # noqa: E731
+        for name in ("friction_scale", "kp_scale", "kd_scale", "mass_scale"):
+            if not (getattr(params, name) > 0).all():  # a zero mass or gain is another robot, not a variation
+                raise ConfigError(f"world params: {name} must be > 0 in every world")
+        mu = np.ascontiguousarray(self.cfg.contact.friction_mu * f64(params.friction_scale))
+        kp = np.ascontiguousarray(m.kp * f64(params.kp_scale))
+        kd = m.kd_law * f64(params.kd_scale)
+        if self.cfg.solver.stable_pd and self.cfg.solver.stable_pd_exact_damping:
+            kd = kd - self.cfg.sim_dt * kp  # as build_native_model: the law's damping on the end-of-substep velocity
+            if (kd < 0).any():
+                w, j = np.argwhere(kd < 0)[0]
+                raise ConfigError(f"world params: world {w}, joint {m.joint_names[j]}: kp {kp[w, j]:g} x sim_dt "
+                                  f"exceeds kd {kd[w, j] + self.cfg.sim_dt * kp[w, j]:g} (the native step's bound "
+                                  "kd >= dt kp): narrow the kp / kd scale ranges")
+        base = m.inertia[m.mass_joint]  # [K, 10] (mass, com 3, rotational inertia 6 about the com)
+        scale = f64(params.mass_scale)  # [n, K]
+        inert = np.empty((params.num_worlds, len(m.mass_joint), 10))
+        inert[..., 0] = base[None, :, 0] * scale
+        inert[..., 1:4] = base[None, :, 1:4] + f64(params.com_offset_b)
+        inert[..., 4:] = base[None, :, 4:] * scale[..., None]  # uniform density: inertia scales with the mass
+        return mu, kp, np.ascontiguousarray(kd), inert
 
     def __del__(self):
         h = getattr(self, "_h", None)
@@ -432,12 +490,13 @@ class NativeSimulator:
         return q, torch.zeros(self.num_worlds, DOFS_PER_WORLD)
 
     def step(self, target_q: torch.Tensor, joint_q: torch.Tensor, joint_qd: torch.Tensor,
-             substeps: torch.Tensor | None = None) -> StepOutput:
+             substeps: torch.Tensor | None = None, params: WorldParams | None = None) -> StepOutput:
         """One control period for all worlds; Newton layout in and out (see bridge.Simulator.step).
 
         substeps [n] ints in 0..cfg.substeps (None: all): world i runs only substeps[i] substeps and its outputs
         are of that state (BCG's partial steps: the main world up to a foot's contact onset, its branches from
-        there to the end of the control step). `StepOutput.foot_onset` says where contact began."""
+        there to the end of the control step). `StepOutput.foot_onset` says where contact began.
+        params: per-world constants of the dynamics, one row per world of this call (None: the config's model)."""
         n = target_q.shape[0] if self.any_batch else self.num_worlds
         for name, t, shape in (("target_q", target_q, (n, NUM_JOINTS)), ("joint_q", joint_q, (n, COORDS_PER_WORLD)),
                                ("joint_qd", joint_qd, (n, DOFS_PER_WORLD))):
@@ -448,14 +507,18 @@ class NativeSimulator:
             nsub = np.ascontiguousarray(np.asarray(substeps, dtype=np.int32).reshape(-1))
             if nsub.shape != (n,) or nsub.min(initial=0) < 0 or nsub.max(initial=0) > self.substeps:
                 raise ValueError(f"Simulator.step: substeps must be [{n}] ints in 0..{self.substeps}, got {substeps}")
+        if params is not None and params.num_worlds != n:
+            raise ValueError(f"Simulator.step: params has {params.num_worlds} worlds, expected {n}")
+        wargs = self.world_arrays(params)
         v = newton_to_pin_velocity(joint_q, joint_qd, self._root_com)
         diag = {}
-        q1, v1, body_q, body_qd = _NativeStep.apply(self, diag, nsub, target_q, joint_q, v)
+        q1, v1, body_q, body_qd = _NativeStep.apply(self, diag, (nsub, wargs), target_q, joint_q, v)
         return StepOutput(joint_q=q1, joint_qd=pin_to_newton_velocity(q1, v1, self._root_com),
                                 body_q=body_q, body_qd=body_qd, **diag)
 
     # used by _NativeStep
-    def _forward(self, target: np.ndarray, q: np.ndarray, v: np.ndarray, nsub: np.ndarray | None = None):
+    def _forward(self, target: np.ndarray, q: np.ndarray, v: np.ndarray, nsub: np.ndarray | None = None,
+                 wargs: tuple | None = None):
         n, S = q.shape[0], self.substeps
         traj_q = np.empty((n, S + 1, COORDS_PER_WORLD))
         traj_v = np.empty((n, S + 1, DOFS_PER_WORLD))
@@ -465,12 +528,20 @@ class NativeSimulator:
         body_q, body_qd = np.empty((n, nb, 7)), np.empty((n, nb, 6))
         self._lib.g1dyn_forward(self._h, n, _ptr(q), _ptr(v), _ptr(target), _ptr(traj_q), _ptr(traj_v),
                                 _ptr(fn), _ptr(peak), _ptr(pen), _ptr(body_q), _ptr(body_qd), _iptr(nsub),
-                                _ptr(onset), self.threads)
+                                _ptr(onset), self.threads, *self._wargs_ptrs(wargs))
         return traj_q, traj_v, fn, peak, pen, onset, body_q, body_qd
 
-    def _backward(self, traj_q, traj_v, target, gq_tan, gv, g_body_q=None, g_body_qd=None, nsub=None):
+    def _wargs_ptrs(self, wargs: tuple | None) -> tuple:
+        """world_arrays' output as the C step's trailing arguments (NULLs: the model's constants)."""
+        if wargs is None:
+            return (None, None, None, 0, None, None)
+        mu, kp, kd, inert = wargs
+        return (_ptr(mu), _ptr(kp), _ptr(kd), len(self._mass_joint), _iptr(self._mass_joint), _ptr(inert))
+
+    def _backward(self, traj_q, traj_v, target, gq_tan, gv, g_body_q=None, g_body_qd=None, nsub=None, wargs=None):
         """Reverse mode of one control step: gradients at its last state (tangent) and of its body outputs
-        (None: zero) -> (tangent gradient at the first state, velocity gradient, target gradient)."""
+        (None: zero) -> (tangent gradient at the first state, velocity gradient, target gradient). wargs: the
+        forward's world_arrays (rows = these worlds)."""
         n = target.shape[0]
         gq_in = np.empty((n, DOFS_PER_WORLD))
         gv_in = np.empty((n, DOFS_PER_WORLD))
@@ -482,7 +553,8 @@ class NativeSimulator:
         gbq = ctypes.c_void_p(None) if g_body_q is None else _ptr(g_body_q)
         gbqd = ctypes.c_void_p(None) if g_body_qd is None else _ptr(g_body_qd)
         self._lib.g1dyn_backward(self._h, n, _ptr(traj_q), _ptr(traj_v), _ptr(target), _ptr(gq_tan), _ptr(gv),
-                                 gbq, gbqd, _ptr(gq_in), _ptr(gv_in), _ptr(g_t), _iptr(nsub), self.threads)
+                                 gbq, gbqd, _ptr(gq_in), _ptr(gv_in), _ptr(g_t), _iptr(nsub), self.threads,
+                                 *self._wargs_ptrs(wargs))
         return gq_in, gv_in, g_t
 
 
@@ -497,18 +569,20 @@ def _np64(t: torch.Tensor) -> np.ndarray:
 
 class _NativeStep(torch.autograd.Function):
     """(target [N, 29], q [N, 36], v [N, 35] Pinocchio layout) -> (q', v', body_q' [N, 30, 7], body_qd' [N, 30, 6])
-    after one control step (or nsub [N] substeps per world; None: all)."""
+    after one control step (or nsub [N] substeps per world; None: all), under per-world constants (world_arrays;
+    None: the model's). No gradient w.r.t. those constants."""
 
     @staticmethod
-    def forward(ctx, sim: NativeSimulator, diag: dict, nsub, target, q, v):
+    def forward(ctx, sim: NativeSimulator, diag: dict, nsub_wargs, target, q, v):
+        nsub, wargs = nsub_wargs  # substeps per world (None: all), per-world constants (None: the model's)
         t64 = _np64(target)
-        traj_q, traj_v, fn, peak, pen, onset, body_q, body_qd = sim._forward(t64, _np64(q), _np64(v), nsub)
+        traj_q, traj_v, fn, peak, pen, onset, body_q, body_qd = sim._forward(t64, _np64(q), _np64(v), nsub, wargs)
         diag.update(foot_force=torch.as_tensor(fn, dtype=torch.float32),
                     foot_force_peak=torch.as_tensor(peak, dtype=torch.float32),
                     foot_penetration=torch.as_tensor(pen, dtype=torch.float32),
                     foot_onset=torch.as_tensor(onset, dtype=torch.long))
         ends = np.arange(q.shape[0]), (np.full(q.shape[0], sim.substeps) if nsub is None else nsub)
-        ctx.sim, ctx.traj, ctx.target, ctx.nsub = sim, (traj_q, traj_v), t64, nsub
+        ctx.sim, ctx.traj, ctx.target, ctx.nsub, ctx.wargs = sim, (traj_q, traj_v), t64, nsub, wargs
         ctx.q_in = q.detach()
         q1 = torch.as_tensor(traj_q[ends], dtype=torch.float32)
         # detached: an output tensor kept on ctx as-is forms an output -> grad_fn -> ctx -> output cycle that
@@ -541,7 +615,9 @@ class _NativeStep(torch.autograd.Function):
             gq_in, gv_in, gt = ctx.sim._backward(*(sel(a) for a in ctx.traj), sel(ctx.target), _np64(g_tan),
                                                  _np64(pick(g_v)), None if g_bq is None else _np64(pick(g_bq)),
                                                  None if g_bqd is None else _np64(pick(g_bqd)),
-                                                 None if ctx.nsub is None else np.ascontiguousarray(sel(ctx.nsub)))
+                                                 None if ctx.nsub is None else np.ascontiguousarray(sel(ctx.nsub)),
+                                                 None if ctx.wargs is None else
+                                                 tuple(np.ascontiguousarray(sel(a)) for a in ctx.wargs))
             g_t[rows] = torch.as_tensor(gt, dtype=torch.float32)
             g_q_in[rows] = _tangent_grad_to_coords(pick(ctx.q_in).double(), torch.as_tensor(gq_in)).float()
             g_v_in[rows] = torch.as_tensor(gv_in, dtype=torch.float32)

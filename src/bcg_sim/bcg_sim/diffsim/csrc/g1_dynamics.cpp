@@ -73,6 +73,8 @@ struct Sim {
 
 struct Work {  // per thread
   Model model;  // its own copy: the stable PD puts per-world gains on the armature
+  Params p;     // its own copy: the per-world constants (friction, PD gains) of the world it runs (set_world)
+  PINOCCHIO_ALIGNED_STD_VECTOR(Inertia) base;  // [njoints] inertias of that world, before implicit-contact masses
   Data dk, dd;
   ForceVec fext;
   VectorXd tau, aug, dtau_q, dtau_v, dtau_t, a, vnext, qnext, u, gu, ga, lam, tmp;
@@ -84,7 +86,8 @@ struct Work {  // per thread
   MatrixXd Jn, Y, G, Pdq, Pdv, Pda, Vdq;
   VectorXd lamn, gam, ecoef, a0;
   explicit Work(const Sim& s)
-      : model(s.model), dk(s.model), dd(s.model), fext(s.model.njoints, Force::Zero()) {
+      : model(s.model), p(s.p), base(s.model.inertias.begin(), s.model.inertias.end()), dk(s.model), dd(s.model),
+        fext(s.model.njoints, Force::Zero()) {
     lamn.setZero(s.p.sph_joint.size());
     Pdq.setZero(3, s.nv); Pdv.setZero(3, s.nv); Pda.setZero(3, s.nv); Vdq.setZero(3, s.nv);
     int nv = s.nv, nj = s.nv - 6;
@@ -155,7 +158,7 @@ bool contact_force(const Params& p, const Vector3d& cw, const Vector3d& vel, Vec
 // PD torque on the hinges (free joint unactuated) and, for the stable PD, the armature it adds.
 // Writes w.tau (hinges), w.aug, and the diagonal derivatives dtau/dq, dtau/dv, dtau/dtarget.
 void pd(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const double* target) {
-  const Params& p = s.p;
+  const Params& p = w.p;
   int nj = s.nv - 6;
   w.tau.setZero();
   w.aug.setZero();
@@ -209,13 +212,47 @@ double normal_excess(const Params& p) {
 }
 
 void restore_inertias(const Sim& s, Work& w) {
-  for (int b : w.touched) w.model.inertias[b] = s.model.inertias[b];
+  for (int b : w.touched) w.model.inertias[b] = w.base[b];
   w.touched.clear();
 }
 
 void add_implicit_mass(Work& w, int b, const Vector3d& c, double m) {
   if (std::find(w.touched.begin(), w.touched.end(), b) == w.touched.end()) w.touched.push_back(b);
   w.model.inertias[b] += Inertia(m, c, Symmetric3::Zero());
+}
+
+// Inertia from a row (mass, com 3, Ixx Ixy Iyy Ixz Iyz Izz about the com): g1dyn_create and the per-world
+// inertias build it the same way, so a world given the model's own row is bit-identical to it.
+Inertia inertia_row(const double* I) {
+  Symmetric3 Ic(I[4], I[5], I[6], I[7], I[8], I[9]);  // pinocchio order: xx xy yy xz yz zz
+  return Inertia(I[0], Vector3d(I[1], I[2], I[3]), Ic);
+}
+
+// Per-world constants of the dynamics for one g1dyn_forward / g1dyn_backward call (each pointer nullable: the
+// model's own value for every world). Rows follow the call's worlds. Constants: no gradient w.r.t. them.
+struct WorldArgs {
+  const double* mu = nullptr;     // [n] Coulomb friction coefficient
+  const double* kp = nullptr;     // [n, 29] PD stiffness [N m/rad]
+  const double* kd = nullptr;     // [n, 29] the PD law's damping as g1dyn_create takes it [N m s/rad]
+  int ninert = 0;                 // K joints whose inertia is per world
+  const int* inert_joint = nullptr;  // [K] their pinocchio joint index
+  const double* inert = nullptr;  // [n, K, 10] their inertia rows (as g1dyn_create's)
+};
+
+// Load world i's constants into the thread's Params and model copy.
+void set_world(const Sim& s, Work& w, const WorldArgs& a, int i) {
+  int nh = s.nv - 6;
+  if (a.mu) w.p.mu = a.mu[i];
+  if (a.kp) w.p.kp = Eigen::Map<const VectorXd>(a.kp + (size_t)i * nh, nh);
+  if (a.kd) w.p.kd_pd = Eigen::Map<const VectorXd>(a.kd + (size_t)i * nh, nh);
+  if (a.inert && a.ninert > 0) {
+    restore_inertias(s, w);  // drop the previous world's implicit-contact masses before its base changes
+    for (int k = 0; k < a.ninert; ++k) {
+      int j = a.inert_joint[k];
+      w.base[j] = inertia_row(a.inert + ((size_t)i * a.ninert + k) * 10);
+      w.model.inertias[j] = w.base[j];
+    }
+  }
 }
 
 struct FootStats {
@@ -225,7 +262,7 @@ struct FootStats {
 
 // Contact as local joint wrenches (forward). Needs w.dk.oMi and w.dk.v (forwardKinematics(q, v)).
 void contact_fext(const Sim& s, Work& w, FootStats& st, bool apply_implicit = true) {
-  const Params& p = s.p;
+  const Params& p = w.p;
   restore_inertias(s, w);
   w.act.clear();
   for (auto& f : w.fext) f.setZero();
@@ -261,7 +298,7 @@ void contact_fext(const Sim& s, Work& w, FootStats& st, bool apply_implicit = tr
 // w.Jn [nc, nv]: the world-z rows of the Jacobians of the centres of the spheres in w.act (joint Jacobians in
 // w.dk computed for the current q).
 void normal_rows(const Sim& s, Work& w, int nc) {
-  const Params& p = s.p;
+  const Params& p = w.p;
   w.Jn.setZero(nc, s.nv);
   for (int i = 0; i < nc; ++i) {
     int k = w.act[i], b = p.sph_joint[k];
@@ -281,7 +318,7 @@ void normal_rows(const Sim& s, Work& w, int nc) {
 // In: a (= a0, the ABA's acceleration without lam); out: a with lam, w.lamn[k] = lam of sphere k, w.Jn.
 // Needs the model's inertias/armature of the substep; recomputes kinematics (q, v, 0) in w.dk.
 void implicit_normal(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, VectorXd& a) {
-  const Params& p = s.p;
+  const Params& p = w.p;
   w.lamn.setZero();
   int nc = (int)w.act.size(), nv = s.nv;
   if (nc == 0) return;
@@ -317,18 +354,18 @@ void substep_forward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v
   forwardKinematics(w.model, w.dk, q, v);
   contact_fext(s, w, st);
   pd(s, w, q, v, target);
-  w.model.armature = s.p.armature + w.aug;
+  w.model.armature = w.p.armature + w.aug;
   aba(w.model, w.dd, q, v, w.tau, w.fext);
   w.a0 = w.dd.ddq;
   implicit_normal(s, w, q, v, w.a0);
-  vn = v + s.p.dt * w.a0;
-  integrate(w.model, q, s.p.dt * vn, qn);
+  vn = v + w.p.dt * w.a0;
+  integrate(w.model, q, w.p.dt * vn, qn);
 }
 
 // Generalised contact force and its tangent Jacobians dTc/dq, dTc/dv at (q, v). Needs w.dk.oMi, w.dk.v,
 // w.dk.J (world) and w.Vw (world twists).
 void contact_tau_jac(const Sim& s, Work& w, VectorXd& tau_c) {
-  const Params& p = s.p;
+  const Params& p = w.p;
   restore_inertias(s, w);
   w.dTc_q.setZero();
   w.dTc_v.setZero();
@@ -396,7 +433,7 @@ void kinematics(Work& w, const VectorXd& q, const VectorXd& v) {
 // gv (at v); g_target accumulated.
 void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const VectorXd& vn,
                       const double* target, VectorXd& gq, VectorXd& gv, double* g_target) {
-  const Params& p = s.p;
+  const Params& p = w.p;
   int nj = s.nv - 6;
   w.u = p.dt * vn;
   dIntegrate(w.model, q, w.u, w.J0, ARG0);
@@ -491,7 +528,7 @@ Eigen::Quaterniond body_quat(const Work& w, const SE3& M, const Eigen::Quaternio
 }
 
 void body_outputs(const Sim& s, const Work& w, const Eigen::Quaterniond& q_root, double* bq, double* bqd) {
-  const Params& p = s.p;
+  const Params& p = w.p;
   for (size_t b = 0; b < p.body_joint.size(); ++b) {
     const SE3& M = w.dk.oMi[p.body_joint[b]];
     const Motion& V = w.Vw[p.body_joint[b]];
@@ -510,7 +547,7 @@ void body_outputs(const Sim& s, const Work& w, const Eigen::Quaterniond& q_root,
 // Adjoint of body_outputs: adds to gq (tangent at q) and gv. Needs kinematics() of the same state.
 void body_outputs_backward(const Sim& s, const Work& w, const Eigen::Quaterniond& q_root, const double* gbq,
                            const double* gbqd, VectorXd& gq, VectorXd& gv) {
-  const Params& p = s.p;
+  const Params& p = w.p;
   for (size_t b = 0; b < p.body_joint.size(); ++b) {
     int j = p.body_joint[b];
     const SE3& M = w.dk.oMi[j];
@@ -583,9 +620,7 @@ void* g1dyn_create(int njoints, const int* parent, const double* axis, const dou
       Vector3d ax(axis[3 * i], axis[3 * i + 1], axis[3 * i + 2]);
       id = m.addJoint(parent[i], JointModelRevoluteUnaligned(ax), X, "j" + std::to_string(i));
     }
-    const double* I = inertia + 10 * i;
-    Symmetric3 Ic(I[4], I[5], I[6], I[7], I[8], I[9]);  // pinocchio order: xx xy yy xz yz zz
-    m.appendBodyToJoint(id, Inertia(I[0], Vector3d(I[1], I[2], I[3]), Ic), SE3::Identity());
+    m.appendBodyToJoint(id, inertia_row(inertia + 10 * i), SE3::Identity());
   }
   m.gravity.linear(Vector3d(0, 0, gravity_z));
   s->nq = m.nq;
@@ -655,14 +690,18 @@ int g1dyn_nv(void* h) { return static_cast<Sim*>(h)->nv; }
 // has a normal force on the sole, -1 if none (BCG starts its branches at state k - 1, just before contact).
 void g1dyn_forward(void* h, int n, const double* q0, const double* v0, const double* target, double* traj_q,
                    double* traj_v, double* foot_fn, double* foot_peak, double* foot_pen, double* body_q,
-                   double* body_qd, const int* nsub, int* onset, int threads) {
+                   double* body_qd, const int* nsub, int* onset, int threads, const double* w_mu,
+                   const double* w_kp, const double* w_kd, int ninert, const int* inert_joint,
+                   const double* w_inert) {
   const Sim& s = *static_cast<Sim*>(h);
+  const WorldArgs wa{w_mu, w_kp, w_kd, ninert, inert_joint, w_inert};
   int S = s.p.substeps, nq = s.nq, nv = s.nv, nh = nv - 6;
   parallel_worlds(n, threads, [&](int, int lo, int hi) {
     Work w(s);
     VectorXd q(nq), v(nv), qn(nq), vn(nv);
     FootStats st;
     for (int i = lo; i < hi; ++i) {
+      set_world(s, w, wa, i);
       int ns = nsub ? nsub[i] : S;
       q = Eigen::Map<const VectorXd>(q0 + (size_t)i * nq, nq);
       v = Eigen::Map<const VectorXd>(v0 + (size_t)i * nv, nv);
@@ -707,13 +746,17 @@ void g1dyn_forward(void* h, int n, const double* q0, const double* v0, const dou
 // gq_in [n, nv] (tangent at the first q), gv_in [n, nv], g_target [n, 29] out. nsub as in g1dyn_forward.
 void g1dyn_backward(void* h, int n, const double* traj_q, const double* traj_v, const double* target,
                     const double* gq_out, const double* gv_out, const double* g_body_q, const double* g_body_qd,
-                    double* gq_in, double* gv_in, double* g_target, const int* nsub, int threads) {
+                    double* gq_in, double* gv_in, double* g_target, const int* nsub, int threads,
+                    const double* w_mu, const double* w_kp, const double* w_kd, int ninert,
+                    const int* inert_joint, const double* w_inert) {
   const Sim& s = *static_cast<Sim*>(h);
+  const WorldArgs wa{w_mu, w_kp, w_kd, ninert, inert_joint, w_inert};
   int S = s.p.substeps, nq = s.nq, nv = s.nv, nh = nv - 6;
   parallel_worlds(n, threads, [&](int, int lo, int hi) {
     Work w(s);
     VectorXd q(nq), v(nv), vn(nv), gq(nv), gv(nv);
     for (int i = lo; i < hi; ++i) {
+      set_world(s, w, wa, i);
       int ns = nsub ? nsub[i] : S;
       const double* tq = traj_q + (size_t)i * (S + 1) * nq;
       const double* tv = traj_v + (size_t)i * (S + 1) * nv;

@@ -1,0 +1,72 @@
+"""Per-world physical constants of the dynamics: domain randomization inside the differentiable simulator.
+
+Every world of a `G1DiffEnv` may run its own friction coefficient, PD gains and pelvis / torso mass and COM
+(`env.set_world_params(ids, params)`); the rest of the robot and the contact law are the sim config's. They are
+constants of the dynamics: nothing is differentiated with respect to them, and the reverse mode with respect to
+state and actions stays exact under them. Only the native backend runs them; the newton backend refuses any
+non-nominal value (`ConfigError`). The identity (`WorldParams.nominal(n)`) is the sim config's model itself, bit for
+bit. bcg_train's task draws them per episode from task.randomize (docs/training.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+
+from bcg_sim.diffsim.model import NUM_JOINTS
+
+# Bodies whose mass and COM may differ per world: the two heaviest links, where a payload, a battery or a
+# misplaced COM of the real robot sits (BeyondMimic randomizes the torso's COM).
+MASS_BODIES = ("pelvis", "torso_link")
+
+
+@dataclass
+class WorldParams:
+    """Per-world constants, rows = worlds (float64, CPU). Scales are relative to the sim config's model."""
+
+    friction_scale: torch.Tensor  # [N] multiplies contact.friction_mu (the Coulomb cap of every sphere)
+    kp_scale: torch.Tensor  # [N, 29] multiplies each joint's PD stiffness (motor order)
+    kd_scale: torch.Tensor  # [N, 29] multiplies each joint's PD damping
+    mass_scale: torch.Tensor  # [N, len(MASS_BODIES)] multiplies the body's mass and its rotational inertia
+    com_offset_b: torch.Tensor  # [N, len(MASS_BODIES), 3] [m] added to the body's COM, body frame
+
+    @staticmethod
+    def nominal(n: int) -> WorldParams:
+        """n worlds with the sim config's own model."""
+        k = len(MASS_BODIES)
+        d = torch.float64
+        return WorldParams(torch.ones(n, dtype=d), torch.ones(n, NUM_JOINTS, dtype=d),
+                           torch.ones(n, NUM_JOINTS, dtype=d), torch.ones(n, k, dtype=d), torch.zeros(n, k, 3, dtype=d))
+
+    @property
+    def num_worlds(self) -> int:
+        return int(self.friction_scale.shape[0])
+
+    def is_nominal(self) -> bool:
+        """Every world has the sim config's model."""
+        return bool((self.friction_scale == 1).all() and (self.kp_scale == 1).all() and (self.kd_scale == 1).all()
+                    and (self.mass_scale == 1).all() and (self.com_offset_b == 0).all())
+
+    def take(self, rows) -> WorldParams:
+        """The rows `rows` ([M] indices) as a WorldParams of M worlds."""
+        rows = torch.as_tensor(rows, dtype=torch.long).reshape(-1)
+        return WorldParams(*(getattr(self, f.name)[rows] for f in fields(self)))
+
+    def put(self, rows, other: WorldParams) -> None:
+        """Rows `rows` ([M] indices) <- other's M worlds (in place)."""
+        rows = torch.as_tensor(rows, dtype=torch.long).reshape(-1)
+        if other.num_worlds != rows.numel():
+            raise ValueError(f"WorldParams.put: {other.num_worlds} worlds for {rows.numel()} rows")
+        for f in fields(self):
+            getattr(self, f.name)[rows] = getattr(other, f.name).to(torch.float64)
+
+    def clone(self) -> WorldParams:
+        return WorldParams(*(getattr(self, f.name).clone() for f in fields(self)))
+
+    def as_dict(self) -> dict[str, torch.Tensor]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @staticmethod
+    def from_dict(d: dict) -> WorldParams:
+        return WorldParams(**{f.name: torch.as_tensor(d[f.name], dtype=torch.float64) for f in fields(WorldParams)})
