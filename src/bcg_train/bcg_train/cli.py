@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bcg_sim.config import ConfigError
 
-from bcg_train.config import ALGOS, REWARDS, load_train_config, parse_budget
+from bcg_train.config import ALGOS, REWARD_KINDS, load_train_config, parse_budget
 
 _FLAG_KEYS = {  # CLI flag -> TrainConfig path
     "algo": ("algo",), "budget": ("budget",), "seed": ("seed",), "device": ("device",), "kappa": ("kappa",),
@@ -60,7 +60,7 @@ def train_parser() -> argparse.ArgumentParser:
                     help="train on the clip up to S seconds (default: its end), e.g. --motion-start 30 "
                          "--motion-end 40 for a 10-s window of a long take")
     ap.add_argument("--algo", choices=ALGOS, help=f"(default: {dflt(('algo',))})")
-    ap.add_argument("--reward", choices=REWARDS, help=f"(default: {dflt(('reward', 'kind'))})")
+    ap.add_argument("--reward", choices=REWARD_KINDS, help=f"(default: {dflt(('reward', 'kind'))})")
     ap.add_argument("--kappa", type=float, help=f"contact stiffness kN/m (default: {dflt(('kappa',))})")
     ap.add_argument("--num-envs", type=int, help=f"worlds, all processes (default: {dflt(('num_envs',))})")
     ap.add_argument("--horizon", type=int, help=f"SHAC horizon h (default: {dflt(('shac', 'horizon'))})")

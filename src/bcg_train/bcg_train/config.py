@@ -15,8 +15,10 @@ from typing import Any, Literal, get_args, get_type_hints
 
 from bcg_sim.config import ConfigError, config_dir, from_dict, load_yaml
 
-ALGOS = ("shac", "shac-bcg", "ppo")
-REWARDS = ("add", "tracking")
+AlgoName = Literal["shac", "shac-bcg", "ppo"]  # bcg_train.algorithm.ALGORITHMS: the class of each
+RewardKind = Literal["add", "tracking"]  # bcg_train.rewards.REWARDS: the class of each
+ALGOS = get_args(AlgoName)
+REWARD_KINDS = get_args(RewardKind)
 FEATURE_GROUPS = ("root_pos", "root_ori", "joint_pos", "body_pos", "root_vel", "joint_vel")
 
 
@@ -77,7 +79,7 @@ class TaskConfig:
 
 @dataclass
 class RewardConfig:
-    kind: str = "add"
+    kind: RewardKind = "add"
     tracking_weights: dict[str, float] = field(default_factory=dict)
     tracking_scales: dict[str, float] = field(default_factory=dict)
     alive_bonus: float = 0.0
@@ -166,7 +168,7 @@ class TrainEvalConfig:
 
 @dataclass
 class TrainConfig:
-    algo: str = "shac-bcg"
+    algo: AlgoName = "shac-bcg"
     budget: str = "200it"
     seed: int = 0
     device: str = "cpu"
@@ -186,7 +188,8 @@ class TrainConfig:
                 raise ConfigError(f"{where}: {key}: {msg}")
 
         need(self.algo in ALGOS, "algo", f"must be one of {ALGOS}, got {self.algo!r}")
-        need(self.reward.kind in REWARDS, "reward.kind", f"must be one of {REWARDS}, got {self.reward.kind!r}")
+        need(self.reward.kind in REWARD_KINDS, "reward.kind",
+             f"must be one of {REWARD_KINDS}, got {self.reward.kind!r}")
         for key in ("tracking_weights", "tracking_scales"):
             groups = getattr(self.reward, key)
             need(set(groups) == set(FEATURE_GROUPS), f"reward.{key}",

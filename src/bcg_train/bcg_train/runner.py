@@ -38,6 +38,7 @@ import yaml
 from bcg_sim.config import ConfigError
 from bcg_sim.policy import ReferenceTrack, default_contract, export_policy
 from bcg_sim.policy.contract import PolicyContract
+from bcg_train.algorithm import ALGORITHMS, Algorithm, algorithm_class, all_finite
 from bcg_train.config import TrainConfig, config_from_dict, config_to_dict, derive_seed, parse_budget
 from bcg_train.dist import Comm
 from bcg_train.task import Task, TaskError
@@ -57,16 +58,17 @@ class RunError(ValueError):
 
 # ---------------------------------------------------------------------------------------------- setup
 def sim_config_for(cfg: TrainConfig, rank: int = 0):
-    """config/sim.yaml with the run's kappa and device; BCG on only for shac-bcg (PPO: forward only)."""
+    """config/sim.yaml with the run's kappa and device; BCG on where the algorithm's registry entry asks for it."""
     from bcg_sim.diffsim import load_sim_config
 
     sim = load_sim_config().with_kappa(cfg.kappa)
-    bcg = dc.replace(sim.bcg, enabled=cfg.algo == "shac-bcg", seed=derive_seed(cfg.seed + sim.bcg.seed, "bcg", rank))
+    bcg = dc.replace(sim.bcg, enabled=ALGORITHMS[cfg.algo].bcg,
+                     seed=derive_seed(cfg.seed + sim.bcg.seed, "bcg", rank))
     return dc.replace(sim, device=cfg.device, bcg=bcg).validate()
 
 
 def rollout_horizon(cfg: TrainConfig) -> int:
-    return cfg.ppo.steps_per_env if cfg.algo == "ppo" else cfg.shac.horizon
+    return algorithm_class(cfg.algo).rollout_steps(cfg)
 
 
 def load_motion(cfg: TrainConfig, control_hz: float):
@@ -198,7 +200,7 @@ class Runner:
 
     def save_checkpoint(self) -> bool:
         """Write this rank's checkpoint atomically; refuses (returns False) when any weight is non-finite."""
-        if not self.algo.finite():
+        if not all_finite(self.algo.modules()):
             print(f"bcg-train: not writing a checkpoint at iteration {self.iteration}: non-finite weights",
                   file=sys.stderr)
             return False
@@ -365,7 +367,7 @@ class Runner:
                                     **self._eval_postfix(), refresh=False)
                     bar.refresh()
                 stop = self.comm.any(self.stop_signal is not None)
-                guard = getattr(self.algo, "consecutive_skips", 0) >= self.cfg.shac.max_consecutive_skips
+                guard = self.algo.stop_reason()
                 if not (stop or guard) and self._eval_due():
                     self._report_eval(self.evaluate(), bar)
                     self.elapsed = time.perf_counter() - t0
@@ -373,9 +375,8 @@ class Runner:
                     self.save_checkpoint()
                 if guard:
                     if main:
-                        print(f"\nbcg-train: stopped at iteration {self.iteration}: "
-                              f"{self.algo.consecutive_skips} updates in a row skipped (non-finite or gradient norm "
-                              f"above shac.max_grad_norm); last good weights in {self._ckpt_path(0)}", file=sys.stderr)
+                        print(f"\nbcg-train: stopped at iteration {self.iteration}: {guard}; last good weights in "
+                              f"{self._ckpt_path(0)}", file=sys.stderr)
                     code = EXIT_GUARD_STOP
                     break
                 if stop:
@@ -482,22 +483,17 @@ def _num(v):
         return v
 
 
-def make_algorithm(cfg: TrainConfig, task: Task, comm: Comm, total_iters: int | None):
+def make_algorithm(cfg: TrainConfig, task: Task, comm: Comm, total_iters: int | None) -> Algorithm:
+    """The reward (`reward.kind`) and the algorithm (`algo`) of the run, built from its config."""
     from bcg_train.rewards import make_reward
     from bcg_train.task import features
 
     dim = features(task.ref_kinematics(torch.zeros(1, dtype=torch.long, device=task.device))).flat().shape[-1]
     gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "reward", comm.rank))
     torch.manual_seed(cfg.seed)
-    reward = make_reward(cfg.reward.kind, cfg.reward, cfg.add, dim, task.device, gen, comm.reduce_grads, comm.gather)
+    reward = make_reward(cfg, dim, task.device, gen, comm)
     comm.broadcast_modules(reward.modules())
-    if cfg.algo == "ppo":
-        from bcg_train.ppo import PPOAlgo
-
-        return PPOAlgo(cfg, task, reward, comm, cfg.seed)
-    from bcg_train.shac import SHAC
-
-    return SHAC(cfg, task, reward, comm, total_iters, cfg.seed)
+    return algorithm_class(cfg.algo).from_config(cfg, task, reward, comm, total_iters)
 
 
 # ---------------------------------------------------------------------------------------------- export
@@ -539,15 +535,7 @@ def networks_from_checkpoint(cfg: TrainConfig, run: Path, d: dict):
     contract = PolicyContract.from_dict(yaml.safe_load(open(run / CONTRACT_FILE)), str(run / CONTRACT_FILE))
     norm = RunningNorm(contract.n_obs, cfg.task.obs_norm_clip, cfg.task.obs_norm_epsilon)
     norm.load_state_dict(d["algo"]["norm"])
-    if cfg.algo == "ppo":
-        from bcg_train.ppo import policy_from_state
-
-        return policy_from_state(cfg, contract.n_obs, d["algo"]), norm
-    from bcg_train.shac import Actor
-
-    actor = Actor(contract.n_obs, cfg.shac.actor_hidden, cfg.shac.layer_norm)
-    actor.load_state_dict(d["algo"]["actor"])
-    return actor, norm
+    return algorithm_class(cfg.algo).network_from_state(cfg, contract.n_obs, d["algo"]), norm
 
 
 __all__ = ["Runner", "RunError", "TaskError", "ConfigError", "export_run", "check_run_folder", "EXIT_BAD_INPUT"]
