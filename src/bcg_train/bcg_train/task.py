@@ -30,7 +30,7 @@ import torch
 
 from bcg_sim.g1 import joint_limits
 from bcg_sim.policy import ReferenceWindow, RobotState, build_observation
-from bcg_sim.policy.observation import quat_rotate_inv, quat_to_rot6d
+from bcg_sim.quat import rotate_inv as quat_rotate_inv, to_rot6d as quat_to_rot6d
 
 from bcg_train.config import FEATURE_GROUPS, TrainConfig
 
