@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.seconds <= 0:
         ap.error("--seconds must be > 0")
-    from bcg_policy_node.policy_node import parse_cpu_list, pin_process
+    from bcg_policy_node.scheduling import parse_cpu_list, pin_process
 
     try:
         node_cpus, robot_cpus = parse_cpu_list(args.node_cpus), parse_cpu_list(args.robot_cpus)
