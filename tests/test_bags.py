@@ -202,11 +202,13 @@ def test_sigkill_at_random_times_loses_at_most_the_last_split(tmp_path):
     """kill -9 of a real recorder process at random moments: the bag reads as is, holds an unbroken run of
     everything published up to ~SPLIT_S before the kill, and --recover keeps all of it."""
     from rclpy.qos import QoSProfile, ReliabilityPolicy
+
     from unitree_hg.msg import LowState
 
     rng = np.random.default_rng(10)
     ros = RosSide("kill_test_publisher")
-    qos = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)  # the writer keeps what a stalled reader missed
+    # the writer keeps what a stalled reader missed
+    qos = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
     try:
         for k, kill_after in enumerate(rng.uniform(0.6, 1.8, size=3)):
             # A topic per kill: a SIGKILLed subscriber stays matched until its DDS lease runs out.
@@ -274,8 +276,8 @@ def test_recover_without_metadata_and_with_a_cut_split(tmp_path):
     bag = tmp_path / "split"
     w = BagWriter(bag, split_s=0.0)  # every message closes its file
     w.add_topic("/x", "std_msgs/msg/String")
-    from std_msgs.msg import String
     from rclpy.serialization import serialize_message
+    from std_msgs.msg import String
 
     for i in range(5):
         w.write("/x", 10 * i, serialize_message(String(data=f"m{i}")))

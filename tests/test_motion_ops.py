@@ -6,9 +6,19 @@ import numpy as np
 import pytest
 
 from bcg_sim import quat
-from bcg_sim.motion import (Motion, align_ground, clip, complete, from_23dof, ground_offset, hold_error, resample,
-                            to_23dof, window)
-from bcg_sim.motion import kinematics
+from bcg_sim.motion import (
+    Motion,
+    align_ground,
+    clip,
+    complete,
+    from_23dof,
+    ground_offset,
+    hold_error,
+    kinematics,
+    resample,
+    to_23dof,
+    window,
+)
 
 
 @pytest.fixture(scope="module")

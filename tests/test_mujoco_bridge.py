@@ -208,6 +208,7 @@ def test_bad_crc_dropped_then_pd_command_moves_joint(bridge):
 def test_remote_press_and_ground_truth(bridge):
     from geometry_msgs.msg import PoseArray, PoseStamped
     from std_msgs.msg import String
+
     from unitree_hg.msg import LowState
 
     _proc, ros = bridge

@@ -70,9 +70,8 @@ def setup(tmp_path_factory):
     robot = FakeRobot(ros, DEFAULT + 0.3)
     diags: list = []
     from diagnostic_msgs.msg import DiagnosticArray
-    from sensor_msgs.msg import JointState
-
     from geometry_msgs.msg import PoseStamped
+    from sensor_msgs.msg import JointState
 
     joint_states: dict[str, list] = {"/joint_states": [], "/reference/joint_states": [], "/reference/root_pose": []}
     ros.node.create_subscription(DiagnosticArray, "/diagnostics", diags.append, 10)
@@ -303,9 +302,9 @@ class Intruder:
 
     def __init__(self, ros, rate_hz: float = 100.0):
         from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-        from unitree_hg.msg import LowState
 
         from bcg_policy_node import lowlevel as ll
+        from unitree_hg.msg import LowState
 
         qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT, history=HistoryPolicy.KEEP_LAST)
         self.pub = ros.node.create_publisher(LowState, "/lowstate", qos)

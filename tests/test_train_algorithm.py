@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import re
+
 import pytest
 
 from bcg_train.algorithm import ALGORITHMS, Algorithm, algorithm_class

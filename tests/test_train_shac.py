@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses as dc
 import math
 
-import pytest
 import torch
 
 from bcg_train.algorithm import all_finite

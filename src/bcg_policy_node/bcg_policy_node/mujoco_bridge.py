@@ -45,20 +45,20 @@ import rclpy
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Pose, PoseArray, PoseStamped
+from rclpy._rclpy_pybind11 import RCLError
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException
-from rclpy._rclpy_pybind11 import RCLError
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock as ClockMsg
 from std_msgs.msg import String, UInt8MultiArray
 from std_srvs.srv import Trigger
-from unitree_hg.msg import LowCmd, LowState
 
 from bcg_policy_node import lowlevel, startup
 from bcg_policy_node.lowlevel import BadMessage, MotorCommand
 from bcg_sim.config import ConfigError, resolve_config_path
 from bcg_sim.g1 import MOTORS, joints, load_mujoco
 from bcg_sim.g1.joints import VARIANTS, stand_gains
+from unitree_hg.msg import LowCmd, LowState
 
 # ---------------------------------------------------------------------------------------------------------
 # Configuration
@@ -322,7 +322,8 @@ class MujocoBridge(Node):
 
     def __init__(self, name: str = "mujoco_bridge", **node_kwargs) -> None:
         super().__init__(name, automatically_declare_parameters_from_overrides=True, **node_kwargs)
-        self.cfg = startup.config_from_node(self, BridgeConfig, "pass --ros-args --params-file config/mujoco_bridge.yaml")
+        self.cfg = startup.config_from_node(self, BridgeConfig,
+                                            "pass --ros-args --params-file config/mujoco_bridge.yaml")
         self.sim = G1Sim(self.cfg)
         self.rng = np.random.default_rng(self.cfg.seed)
         # the start-state spread: a stream of its own, so that it does not shift the sensor noise (and back)
@@ -579,7 +580,8 @@ def ros_args_with_default_params(argv: list[str], default_yamls: Sequence[str]) 
 def help_text() -> str:
     return startup.help_text("usage: bcg-mujoco-bridge [--help] [--ros-args --params-file FILE -p name:=value ...]\n"
                              "(`ros2 run bcg_policy_node mujoco_bridge`; config/mujoco_bridge.yaml is used when no "
-                             "--params-file is given)\n", __doc__, params_file="mujoco_bridge.yaml", node="mujoco_bridge")
+                             "--params-file is given)\n", __doc__, params_file="mujoco_bridge.yaml",
+                             node="mujoco_bridge")
 
 
 def main(argv: list[str] | None = None) -> int:

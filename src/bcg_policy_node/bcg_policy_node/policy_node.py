@@ -48,7 +48,6 @@ from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
-from unitree_hg.msg import LowCmd, LowState  # noqa: F401 - LowState: the subscription's type (raw bytes)
 
 from bcg_policy_node import lowlevel as ll
 from bcg_policy_node import scheduling, startup
@@ -61,6 +60,7 @@ from bcg_policy_node.state_machine import ACTIVE, Event, Mode, StateMachine, Tra
 from bcg_sim.config import ConfigError
 from bcg_sim.g1.joints import joint_names, stand_gains
 from bcg_sim.policy import load_policy, projected_gravity
+from unitree_hg.msg import LowCmd, LowState  # noqa: F401 - LowState: the subscription's type (raw bytes)
 
 PROG = "bcg-policy-node"
 NODE_NAME = "policy_node"
@@ -218,8 +218,8 @@ class PolicyNode(Node):
             state = ll.lowstate_cdr_to_state(data, check_crc=self.cfg.check_lowstate_crc)
         except ll.BadMessage as exc:
             self._counts["rejected"] += 1
-            self._last_reject = str(exc)
-            self._warn_throttled("rejected", lambda: f"rejected LowState ({self._counts['rejected']} so far): {exc}")
+            self._last_reject = why = str(exc)
+            self._warn_throttled("rejected", lambda: f"rejected LowState ({self._counts['rejected']} so far): {why}")
             self._safe_tick(now)  # commands keep streaming; the state goes stale
             return
         conflict = self.source.conflict(state)

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 from bcg_sim.config import ConfigError
-
 from bcg_train.config import ALGOS, REWARD_KINDS, load_train_config, parse_budget
 
 _FLAG_KEYS = {  # CLI flag -> TrainConfig path
@@ -105,7 +104,8 @@ def train_main(argv) -> int:
         else:
             cfg = load_train_config(args.preset, _overrides(args))
             procs = args.procs
-            out = Path(args.out or f"runs/train/{cfg.algo}-{Path(cfg.task.motion).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            out = Path(args.out or f"runs/train/{cfg.algo}-{Path(cfg.task.motion).stem}-{stamp}")
             if (out / "config.yaml").exists():
                 return _fail(f"{out} already holds a run; continue it with --resume {out} or choose another --out")
         if procs < 1:
@@ -123,7 +123,7 @@ def train_main(argv) -> int:
 
 def _run(cfg, out, rank, procs, resume, budget, comm) -> int:
     from bcg_train.dist import Comm
-    from bcg_train.runner import Runner, RunError, TaskError
+    from bcg_train.runner import RunError, Runner, TaskError
 
     try:
         return Runner(cfg, out, comm or Comm(rank, procs), procs, resume, budget).train()

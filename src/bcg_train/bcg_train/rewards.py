@@ -56,7 +56,6 @@ import torch
 import torch.nn.functional as F
 
 from bcg_sim.config import ConfigError
-
 from bcg_train.config import FEATURE_GROUPS, ADDConfig, RewardConfig, TrainConfig
 from bcg_train.task import Features
 

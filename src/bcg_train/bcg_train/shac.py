@@ -98,7 +98,8 @@ class SHAC:
         # leave dV/d(height) -- what pushes the pelvis back up through gamma^h V(s_h) -- small
         self.priv_norm = RunningNorm(PRIVILEGED_DIM, cfg.task.obs_norm_clip, cfg.task.obs_norm_epsilon).to(self.device)
         self.actor = Actor(n_obs, self.shac.actor_hidden, self.shac.layer_norm).to(self.device)
-        self.critic = critic_network(n_obs + PRIVILEGED_DIM, self.shac.critic_hidden, self.shac.layer_norm).to(self.device)
+        self.critic = critic_network(n_obs + PRIVILEGED_DIM, self.shac.critic_hidden,
+                                     self.shac.layer_norm).to(self.device)
         self.target_critic = critic_network(n_obs + PRIVILEGED_DIM, self.shac.critic_hidden,
                                             self.shac.layer_norm).to(self.device)
         self.target_critic.load_state_dict(self.critic.state_dict())

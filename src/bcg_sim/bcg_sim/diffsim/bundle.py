@@ -40,12 +40,15 @@ On a touchdown in step t of world i (foot f):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
 from bcg_sim.diffsim.config import BCGConfig
 from bcg_sim.quat import conjugate, exp_smooth, log_smooth, multiply, wxyz_to_xyzw, xyzw_to_wxyz
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # ---------------------------------------------------------------------------------------------- maths
 

@@ -36,8 +36,8 @@ from torch.autograd.function import once_differentiable
 
 from bcg_sim import g1, quat
 from bcg_sim.config import ConfigError
-from bcg_sim.diffsim.config import SimConfig
 from bcg_sim.diffsim.bridge import StepOutput
+from bcg_sim.diffsim.config import SimConfig
 from bcg_sim.diffsim.model import COORDS_PER_WORLD, DOFS_PER_WORLD, NUM_JOINTS, body_sphere_indices, pd_gains
 
 _SOURCE = Path(__file__).with_name("csrc") / "g1_dynamics.cpp"

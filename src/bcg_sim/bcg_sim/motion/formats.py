@@ -14,10 +14,9 @@ from typing import Any, Callable
 import numpy as np
 
 from bcg_sim.g1 import JOINTS_29, joint_limits
-from bcg_sim.quat import wxyz_to_xyzw, xyzw_to_wxyz
-from bcg_sim.motion import _model
 from bcg_sim.motion.config import ValidationConfig, motions_config
 from bcg_sim.motion.motion import Motion
+from bcg_sim.quat import wxyz_to_xyzw, xyzw_to_wxyz
 
 NUM_JOINTS = len(JOINTS_29)
 CSV_FPS = 30.0  # LAFAN1-G1 files carry no rate; Unitree's retargeting is 30 fps

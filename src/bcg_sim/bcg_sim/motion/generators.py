@@ -23,11 +23,10 @@ from scipy.interpolate import PchipInterpolator
 
 from bcg_sim.config import ConfigError
 from bcg_sim.g1 import JOINTS_29
-from bcg_sim.quat import from_euler_zyx
 from bcg_sim.motion import _model, ik, kinematics
-from bcg_sim.motion.config import (GenerationConfig, JumpConfig, KeyframedConfig, PoseKey, RunConfig,
-                                   SwingConfig)
+from bcg_sim.motion.config import GenerationConfig, JumpConfig, KeyframedConfig, PoseKey, RunConfig, SwingConfig
 from bcg_sim.motion.motion import Motion
+from bcg_sim.quat import from_euler_zyx
 
 # Bump when the generator code changes in a way that changes its output (part of the cache key).
 GENERATOR_VERSION = 2  # 2: 8.5-9 s clips; a curving run; jump sequences with turns; footwork pelvis over the support

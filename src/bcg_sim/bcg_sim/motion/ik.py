@@ -6,9 +6,11 @@ import mujoco
 import numpy as np
 
 from bcg_sim import g1
-from bcg_sim.quat import conjugate as quat_conjugate, log as quat_log, multiply as quat_multiply
 from bcg_sim.motion import _model
 from bcg_sim.motion.config import IKConfig
+from bcg_sim.quat import conjugate as quat_conjugate
+from bcg_sim.quat import log as quat_log
+from bcg_sim.quat import multiply as quat_multiply
 
 LEG_JOINTS = slice(0, 12)  # motor order: left leg 0-5, right leg 6-11
 _NUM = 12

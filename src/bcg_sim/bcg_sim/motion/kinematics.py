@@ -5,10 +5,11 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from bcg_sim.quat import angular_velocity_w, to_matrix as quat_to_matrix
 from bcg_sim.motion import _model
 from bcg_sim.motion.config import ContactConfig, motions_config
 from bcg_sim.motion.motion import Motion
+from bcg_sim.quat import angular_velocity_w
+from bcg_sim.quat import to_matrix as quat_to_matrix
 
 
 def complete(motion: Motion, contact: ContactConfig | None = None) -> Motion:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bcg_sim.config import config_dir
 from bcg_sim import quat
+from bcg_sim.config import config_dir
 from bcg_sim.motion import _model, formats, generators, ik, kinematics, ops
 from bcg_sim.motion.config import motions_config
 from bcg_sim.motion.motion import Motion

@@ -10,10 +10,10 @@ import dataclasses
 import numpy as np
 
 from bcg_sim.g1 import JOINTS_29, index_29_to_23
-from bcg_sim.quat import slerp as quat_slerp
 from bcg_sim.motion import kinematics
 from bcg_sim.motion.config import motions_config
 from bcg_sim.motion.motion import Motion
+from bcg_sim.quat import slerp as quat_slerp
 
 # Frame times are compared with this slack (s) so that e.g. a 4.0 s clip keeps its last frame at any rate.
 _TIME_EPS = 1e-9

@@ -30,7 +30,7 @@ from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
-from bcg_sim.quat import conjugate, is_torch, multiply, rotate_inv, stack, to_rot6d
+from bcg_sim.quat import conjugate, is_torch, multiply, rotate_inv, to_rot6d
 
 Array = Any  # np.ndarray or torch.Tensor
 

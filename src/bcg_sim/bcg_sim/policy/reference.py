@@ -10,7 +10,6 @@ that its heading at t0 equals the robot's; root positions are shifted so the cli
 
 from __future__ import annotations
 
-import math
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
