@@ -1,5 +1,6 @@
 """The contracts of bcg_train and bcg_sim: every registered algorithm, reward and simulator backend has the
-methods its protocol names, and the registries hold exactly the names the config allows."""
+methods its protocol names, the registries hold exactly the names the config allows, and the config's
+defaults have one value."""
 
 from __future__ import annotations
 
@@ -61,3 +62,22 @@ def test_every_simulator_backend_has_the_protocol(module, name):
 
     cls = getattr(importlib.import_module(module), name)
     assert _missing(cls, SimulatorBackend) == []
+
+
+def test_dataclass_defaults_are_default_yaml():
+    """config/train/default.yaml and TrainConfig's defaults say the same: each default has one value."""
+    from dataclasses import asdict
+
+    from bcg_train.config import TrainConfig, load_train_config
+
+    def leaves(d: dict, prefix: str = "") -> dict:
+        out = {}
+        for k, v in d.items():
+            out.update(leaves(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
+        return out
+
+    code, yaml_ = leaves(asdict(TrainConfig())), leaves(asdict(load_train_config()))
+    # the tracking reward's tables are the YAML's alone (the dataclass holds no feature-group literals)
+    differ = {k: (code.get(k), yaml_.get(k)) for k in code.keys() | yaml_.keys()
+              if code.get(k) != yaml_.get(k) and not k.startswith("reward.tracking_")}
+    assert differ == {}

@@ -55,11 +55,11 @@ class RandomizeConfig:
     reset_root_vel_noise: float = 0.1  # [m/s] std of noise on a reset's root linear velocity
     reset_root_ang_vel_noise: float = 0.1  # [rad/s] std of noise on a reset's root angular velocity
     push_interval_s: list[float] = field(default_factory=lambda: [1.0, 3.0])  # [s] uniform gap between pushes
-    push_lin_vel: float = 0.0  # [m/s] a push adds a uniform +-this to the root's horizontal velocity (0: off)
-    obs_joint_pos: float = 0.0  # [rad] std of encoder noise on the observed joint angles
-    obs_joint_vel: float = 0.0  # [rad/s] ... joint velocities
-    obs_ang_vel: float = 0.0  # [rad/s] ... gyroscope
-    obs_gravity: float = 0.0  # std of noise on the observed projected gravity (unit vector)
+    push_lin_vel: float = 0.3  # [m/s] a push adds a uniform +-this to the root's horizontal velocity (0: off)
+    obs_joint_pos: float = 0.01  # [rad] std of encoder noise on the observed joint angles
+    obs_joint_vel: float = 0.3  # [rad/s] ... joint velocities
+    obs_ang_vel: float = 0.1  # [rad/s] ... gyroscope
+    obs_gravity: float = 0.02  # std of noise on the observed projected gravity (unit vector)
     action_delay_prob: float = 0.0  # share of episodes whose actions reach the motors one control step late
 
 
