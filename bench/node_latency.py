@@ -106,11 +106,11 @@ def policy_step_times(artifact: Path, n: int = 2000) -> np.ndarray:
 def message_costs(n: int = 1000) -> dict[str, float]:
     """Median wall time [us] of the per-message Python work, timed in this process."""
     from rclpy.serialization import deserialize_message, serialize_message
-    from unitree_hg.msg import LowCmd, LowState
 
     from bcg_policy_node import lowlevel as ll
     from bcg_policy_node.crc import lowcmd_crc
     from bcg_sim.g1.joints import JOINTS_29
+    from unitree_hg.msg import LowCmd, LowState
 
     q = np.array([j.default for j in JOINTS_29])
     st = ll.make_lowstate(q, np.zeros(29), [1, 0, 0, 0], np.zeros(3), mode_machine=5)
@@ -137,6 +137,7 @@ class Robot:
 
     def __init__(self, node, ll, q: np.ndarray) -> None:
         from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
         from unitree_hg.msg import LowCmd, LowState
 
         self.ll, self.q = ll, q
@@ -392,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.seconds <= 0:
         ap.error("--seconds must be > 0")
-    from bcg_policy_node.policy_node import parse_cpu_list, pin_process
+    from bcg_policy_node.scheduling import parse_cpu_list, pin_process
 
     try:
         node_cpus, robot_cpus = parse_cpu_list(args.node_cpus), parse_cpu_list(args.robot_cpus)

@@ -25,11 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
     from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-    from unitree_hg.msg import LowCmd, LowState
 
     from bcg_policy_node import lowlevel as ll
     from bcg_policy_node.crc import lowcmd_crc
     from bcg_sim.g1.joints import JOINTS_29, stand_gains
+    from unitree_hg.msg import LowCmd, LowState
 
     rclpy.init(args=argv)  # rclpy's signal handling: SIGINT/SIGTERM shut the context down, spin returns
     node = rclpy.create_node("latency_relay")

@@ -28,7 +28,6 @@ from bcg_sim import g1
 from bcg_sim.diffsim import G1DiffEnv, Simulator, load_sim_config
 from bcg_sim.diffsim.model import newton_builder, pd_gains
 
-
 REPEATS = 3  # timed runs per measurement; the best is reported (the machine is shared)
 
 
@@ -304,7 +303,8 @@ def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: 
     st = env.bcg_stats()
     return dict(backend=backend, bcg=bcg, worlds=n, horizon=horizon, threads=threads, seconds=min(times),
                 cpu_seconds=min(cpu_times),
-                samples_per_s=n * horizon / min(times), peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+                samples_per_s=n * horizon / min(times),
+                peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
                 bundles=st.bundles_completed, overflow=st.overflow, substeps=cfg.substeps, sim_dt=cfg.sim_dt,
                 config=config, dr=dr,
                 branches=cfg.bcg.branches, bcg_horizon=cfg.bcg.horizon, bcg_start=cfg.bcg.start)
@@ -408,7 +408,8 @@ def shac_table(n: int, horizon: int, repeats: int) -> None:
     print(f"\nSHAC-shaped iteration: N={n} worlds x {horizon} control steps, kappa 300, policy gains, MLP policy, "
           f"tracking cost on '{SHAC_MOTION}', fwd + backward + Adam; each cell its own process", flush=True)
     b = load_sim_config().bcg
-    print(f"BCG: B {b.branches} x H {b.horizon}, branches start at the {b.start} (native; newton: the step)", flush=True)
+    print(f"BCG: B {b.branches} x H {b.horizon}, branches start at the {b.start} (native; newton: the step)",
+          flush=True)
     cells = [[("newton", False, 1, None)], [("newton", True, 1, None)], [("native", False, 1, None)],
              [("native", True, 1, None)], [("native", True, 2, None)],
              [("native", False, 1, n // 2), ("native", False, 1, n // 2)],
@@ -432,7 +433,8 @@ def shac_table(n: int, horizon: int, repeats: int) -> None:
           f"{nat[(True, 1, 2)] / nat[(True, 1, 1)]:.2f}x on")
     # Both cores (two processes) against the newton backend in one process: Warp's CPU kernels are serial, so
     # one process is what the newton path uses of this machine (issue #8's "today").
-    print(f"both cores vs newton: BCG off {nat[(False, 1, 2)] / base[False]:.1f}x, on {nat[(True, 1, 2)] / base[True]:.1f}x")
+    print(f"both cores vs newton: BCG off {nat[(False, 1, 2)] / base[False]:.1f}x, "
+          f"on {nat[(True, 1, 2)] / base[True]:.1f}x")
 
 
 if __name__ == "__main__":

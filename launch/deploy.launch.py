@@ -25,11 +25,12 @@ import tempfile
 import xml.etree.ElementTree as ET
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchContext, LaunchDescription
 from launch.actions import DeclareLaunchArgument, ExecuteProcess, OpaqueFunction, SetEnvironmentVariable
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+from launch import LaunchContext, LaunchDescription
 
 # Topics a deployment bag records (bags.DEFAULT_TOPICS in bcg_policy_node).
 RECORD_TOPICS = ["/lowstate", "/lowcmd", "/joint_states", "/diagnostics", "/reference/joint_states",

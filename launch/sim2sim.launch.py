@@ -13,10 +13,11 @@ from __future__ import annotations
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
+
+from launch import LaunchDescription
 
 ARGUMENTS = {
     "policy": ("", "policy artifact folder (policy.yaml + network)"),

@@ -131,10 +131,10 @@ class FakeRobot:
     def __init__(self, ros: RosSide, q0: np.ndarray, rate_hz: float = 200.0, mode_machine: int = 5):
         from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
         from std_msgs.msg import String
-        from unitree_hg.msg import LowCmd, LowState
 
         from bcg_policy_node import lowlevel as ll
         from bcg_policy_node.crc import lowcmd_crc, lowstate_crc
+        from unitree_hg.msg import LowCmd, LowState
 
         self.ll = ll
         self._lowcmd_crc, self._lowstate_crc = lowcmd_crc, lowstate_crc

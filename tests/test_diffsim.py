@@ -11,8 +11,16 @@ import pytest
 import torch
 
 from bcg_sim.config import ConfigError
-from bcg_sim.diffsim import (G1DiffEnv, SimState, Simulator, from_newton, load_sim_config, make_simulator,
-                             sim_config_from_dict, to_newton)
+from bcg_sim.diffsim import (
+    G1DiffEnv,
+    SimState,
+    Simulator,
+    from_newton,
+    load_sim_config,
+    make_simulator,
+    sim_config_from_dict,
+    to_newton,
+)
 from bcg_sim.motion import Motion
 
 # A *passive* PD at the motors' policy gains cannot balance the G1 (ankle kp 28 N m/rad << m g h ~ 220 N m/rad;

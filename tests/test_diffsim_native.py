@@ -11,8 +11,12 @@ import torch
 
 import bcg_sim.motion
 from bcg_sim.diffsim import G1DiffEnv, load_sim_config, make_simulator
-from bcg_sim.diffsim.native import (NativeSimulator, _coords_grad_to_tangent, _tangent_grad_to_coords,
-                                    newton_to_pin_velocity)
+from bcg_sim.diffsim.native import (
+    NativeSimulator,
+    _coords_grad_to_tangent,
+    _tangent_grad_to_coords,
+    newton_to_pin_velocity,
+)
 
 
 def native_cfg(kappa=300.0, gains="stand", dt=None, stable_pd=None, implicit_contact=None, threads=1, spring=None,

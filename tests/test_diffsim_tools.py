@@ -11,8 +11,8 @@ import pytest
 
 from bcg_sim.diffsim import load_sim_config
 from bcg_sim.diffsim.cli import run_parity
-from bcg_sim.diffsim.gradvar import main as gradvar_main
 from bcg_sim.diffsim.gradvar import bootstrap_variance_std, gradient_variance, paired_ratio, variance_stats
+from bcg_sim.diffsim.gradvar import main as gradvar_main
 
 
 def test_parity_with_mujoco_short_run():
@@ -80,11 +80,12 @@ def test_gradvar_bad_input_is_one_line_and_exit_2(args, msg, capsys):
 
 def test_parity_on_a_bad_config_is_one_line_and_exit_2(tmp_path, capsys):
     """A config the chosen backend cannot run (the implicit PD on newton) is refused before any simulation."""
-    from bcg_sim.diffsim.cli import main as sim_main
-
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "config" / "sim.yaml").read_text().replace("backend: native ", "backend: newton ", 1)
+    from bcg_sim.diffsim.cli import main as sim_main
+
+    text = (Path(__file__).resolve().parents[1] / "config" / "sim.yaml").read_text()
+    text = text.replace("backend: native ", "backend: newton ", 1)
     assert "backend: newton" in text
     (tmp_path / "sim.yaml").write_text(text)
     assert sim_main(["parity", "--config", str(tmp_path / "sim.yaml")]) == 2

@@ -19,7 +19,6 @@ import xml.etree.ElementTree as ET
 
 import pytest
 import yaml
-
 from ros_helpers import REPO  # noqa: E402
 
 LAUNCH = REPO / "launch"

@@ -9,7 +9,6 @@ Table 2 bound of the clip's kind.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,6 @@ from bcg_sim.motion.config import motions_config
 STANCE_SPEED_MAX = 0.01  # m/s
 PENETRATION_MAX = 0.001  # m
 BALLISTIC_TOL = 1e-6  # m/s^2
-GENERATION_TIME_MAX = 5.0  # s per clip (here 0.2-0.6 s for the 8.5-9 s clips, on a loaded 2-core machine)
 DURATION_S = (8.0, 10.0)  # a real take (the LAFAN1-G1 windows of issue #21 are 10 s)
 # The seed's Table 2 E_track of a tracking policy per motion kind [cm]; holding a clip's first pose must score at
 # least twice that, so that meeting the bound means tracking, not standing still.
@@ -36,15 +34,13 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def clips(cache: Path) -> dict[str, Motion]:
-    """Each built-in clip generated from scratch in an empty cache (timed)."""
+    """Each built-in clip generated from scratch in an empty cache."""
     mp = pytest.MonkeyPatch()
     mp.setenv("BCG_CACHE_DIR", str(cache))
     out = {}
     try:
         for name in generators.CLIPS:
-            t0 = time.perf_counter()
             out[name] = library.load(name)
-            assert time.perf_counter() - t0 < GENERATION_TIME_MAX, name
     finally:
         mp.undo()
     return out

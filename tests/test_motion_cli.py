@@ -148,8 +148,8 @@ def test_render_mp4_of_a_short_window(tmp_path: Path) -> None:
 
 def test_convert_honours_the_input_rate_of_a_csv(cache: Path, tmp_path: Path) -> None:
     """A 60 fps CSV: read at 30 fps with a one-line warning, at 60 with --input-fps or a *_60hz name."""
-    from bcg_sim.motion import load, ops
     from bcg_sim.motion import formats as mio
+    from bcg_sim.motion import load, ops
 
     run60 = ops.resample(load("run"), 60.0)
     mio.write_csv(run60, tmp_path / "g1moves.csv")

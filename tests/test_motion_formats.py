@@ -9,9 +9,8 @@ import joblib
 import numpy as np
 import pytest
 
-from bcg_sim.motion import MotionFormatError, load, save
+from bcg_sim.motion import MotionFormatError, kinematics, load, ops, save
 from bcg_sim.motion import formats as mio
-from bcg_sim.motion import kinematics, ops
 
 WINDOW_S = (10.0, 14.0)  # a short stretch of each clip keeps FK fast
 CONTACT_FLOOR_TOL = 0.05  # m: soles of contacting feet within +-5 cm of z = 0

@@ -24,7 +24,7 @@ from bcg_sim.policy import (  # noqa: E402
     load_policy,
 )
 from bcg_sim.policy.cli import main as cli_main  # noqa: E402
-from bcg_sim.policy.observation import quat_mul  # noqa: E402
+from bcg_sim.quat import multiply as quat_mul  # noqa: E402
 
 RNG = np.random.default_rng(0)
 

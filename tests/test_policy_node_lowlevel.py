@@ -88,6 +88,7 @@ def test_lowstate_from_cdr_bytes_equals_the_message_path():
     """The policy node reads LowState from its serialized CDR bytes (raw subscription): same RobotState as
     rclpy's message path, same CRC verdict and the same rejections."""
     from rclpy.serialization import deserialize_message, serialize_message
+
     from unitree_hg.msg import LowState
 
     rng = np.random.default_rng(3)

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("unitree_hg.msg")
 from bcg_policy_node import lowlevel as ll  # noqa: E402
-from bcg_policy_node.policy_node import RemoteMapper  # noqa: E402
+from bcg_policy_node.remote import RemoteMapper  # noqa: E402
 from bcg_policy_node.safety import (  # noqa: E402
     SafetyLimits,
     check_finite,

@@ -177,7 +177,6 @@ def test_motion_window_of_a_lafan1_clip():
     if not LAFAN1_DANCE.is_file():
         pytest.skip(f"{LAFAN1_DANCE} not present (LAFAN1-G1 clips are research-only, not in the repository)")
     from bcg_sim.motion import load
-
     from bcg_train.config import load_train_config
     from bcg_train.runner import load_motion
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 import numpy as np
-from unitree_hg.msg import LowCmd, LowState
 
 from bcg_policy_node.crc import crc32_mpeg2_words, lowcmd_crc, lowstate_crc
 from bcg_sim.g1.joints import JOINTS_29, NUM_MOTOR_SLOTS
+from unitree_hg.msg import LowCmd, LowState
 
 NUM_JOINTS = len(JOINTS_29)  # motor slots 0..28 used by the 29-DoF G1
 NUM_SLOTS = NUM_MOTOR_SLOTS  # motor slots in a unitree_hg message

@@ -45,20 +45,20 @@ import rclpy
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Pose, PoseArray, PoseStamped
+from rclpy._rclpy_pybind11 import RCLError
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException
-from rclpy._rclpy_pybind11 import RCLError
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock as ClockMsg
 from std_msgs.msg import String, UInt8MultiArray
 from std_srvs.srv import Trigger
-from unitree_hg.msg import LowCmd, LowState
 
 from bcg_policy_node import lowlevel, startup
 from bcg_policy_node.lowlevel import BadMessage, MotorCommand
-from bcg_sim.config import ConfigError, from_dict, resolve_config_path
+from bcg_sim.config import ConfigError, resolve_config_path
 from bcg_sim.g1 import MOTORS, joints, load_mujoco
 from bcg_sim.g1.joints import VARIANTS, stand_gains
+from unitree_hg.msg import LowCmd, LowState
 
 # ---------------------------------------------------------------------------------------------------------
 # Configuration
@@ -317,27 +317,13 @@ def _pose(pos: np.ndarray, quat_wxyz: np.ndarray) -> Pose:
     return p
 
 
-# Parameters every rclpy node declares itself; not part of a bcg config.
-ROS_BUILTIN_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
-
-
-def config_from_node(node: Node) -> BridgeConfig:
-    """BridgeConfig from the node's parameters (declared from the parameter file); missing/unknown keys fail."""
-    params = {name: p.value for name, p in node.get_parameters_by_prefix("").items()
-              if name not in ROS_BUILTIN_PARAMETERS}
-    where = f"parameters of node {node.get_name()!r}"
-    try:
-        return from_dict(BridgeConfig, params, where=where)
-    except TypeError as exc:  # dataclass constructor: required fields missing
-        raise ConfigError(f"{where}: {exc} (pass --ros-args --params-file config/mujoco_bridge.yaml)") from exc
-
-
 class MujocoBridge(Node):
     """The G1 in MuJoCo behind /lowcmd and /lowstate (topics, services: see the module docstring)."""
 
     def __init__(self, name: str = "mujoco_bridge", **node_kwargs) -> None:
         super().__init__(name, automatically_declare_parameters_from_overrides=True, **node_kwargs)
-        self.cfg = config_from_node(self)
+        self.cfg = startup.config_from_node(self, BridgeConfig,
+                                            "pass --ros-args --params-file config/mujoco_bridge.yaml")
         self.sim = G1Sim(self.cfg)
         self.rng = np.random.default_rng(self.cfg.seed)
         # the start-state spread: a stream of its own, so that it does not shift the sensor noise (and back)
@@ -592,16 +578,10 @@ def ros_args_with_default_params(argv: list[str], default_yamls: Sequence[str]) 
 
 
 def help_text() -> str:
-    try:
-        path = resolve_config_path("mujoco_bridge.yaml")
-        defaults = "\n".join(f"  {k} = {v!r}" for k, v in
-                             startup.yaml_section(path, "mujoco_bridge").items())
-        where = f"Parameters (every key required) and their values in {path}:"
-    except ConfigError as exc:
-        defaults, where = "", f"Parameters: {exc}"
-    return (f"usage: bcg-mujoco-bridge [--help] [--ros-args --params-file FILE -p name:=value ...]\n"
-            f"(`ros2 run bcg_policy_node mujoco_bridge`; config/mujoco_bridge.yaml is used when no "
-            f"--params-file is given)\n{__doc__}\n{where}\n{defaults}\n")
+    return startup.help_text("usage: bcg-mujoco-bridge [--help] [--ros-args --params-file FILE -p name:=value ...]\n"
+                             "(`ros2 run bcg_policy_node mujoco_bridge`; config/mujoco_bridge.yaml is used when no "
+                             "--params-file is given)\n", __doc__, params_file="mujoco_bridge.yaml",
+                             node="mujoco_bridge")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,42 +32,38 @@ from __future__ import annotations
 
 import gc
 import math
-import os
 import signal
 import sys
 import time
-from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
-from unitree_hg.msg import LowCmd, LowState  # noqa: F401 - LowState: the subscription's type (raw bytes)
 
 from bcg_policy_node import lowlevel as ll
-from bcg_policy_node import startup
+from bcg_policy_node import scheduling, startup
 from bcg_policy_node.crc import lowcmd_crc
+from bcg_policy_node.monitors import GcMonitor, LoopStats, SourceMonitor
 from bcg_policy_node.policy_runner import PolicyFault, PolicyRunner
+from bcg_policy_node.remote import RemoteMapper
 from bcg_policy_node.safety import SafetyLimits, check_joint_limits, check_stale, check_tilt
 from bcg_policy_node.state_machine import ACTIVE, Event, Mode, StateMachine, Transition
-from bcg_sim.config import ConfigError, from_dict
+from bcg_sim.config import ConfigError
 from bcg_sim.g1.joints import joint_names, stand_gains
 from bcg_sim.policy import load_policy, projected_gravity
+from unitree_hg.msg import LowCmd, LowState  # noqa: F401 - LowState: the subscription's type (raw bytes)
 
 PROG = "bcg-policy-node"
 NODE_NAME = "policy_node"
-# Parameters every rclpy node declares itself; not part of the node's config.
-ROS_BUILTIN_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
-EXECUTORS = ("events", "single_threaded")
 LOG_THROTTLE_S = 1.0  # per-message warnings (rejected LowState, source conflict): at most one per this long
 
 
@@ -119,7 +115,7 @@ class PolicyNodeConfig:
             ("diagnostics_rate_hz", self.diagnostics_rate_hz >= 0, ">= 0 (0 = off)"),
             ("shutdown_damping_s", self.shutdown_damping_s >= 0, ">= 0"),
             ("conflict_hold_s", self.conflict_hold_s >= 0, ">= 0"),
-            ("executor", self.executor in EXECUTORS, " or ".join(EXECUTORS)),
+            ("executor", self.executor in scheduling.EXECUTORS, " or ".join(scheduling.EXECUTORS)),
             ("rt_priority", 0 <= self.rt_priority <= 99, "in 0..99"),
             ("nice", -20 <= self.nice <= 19, "in -20..19"),
             ("fallback_tick_periods", 1.0 <= self.fallback_tick_periods < 2.0, "in [1, 2)"),
@@ -127,171 +123,16 @@ class PolicyNodeConfig:
         for key, ok, want in checks:
             if not ok:
                 raise ValueError(f"{key} must be {want}, got {getattr(self, key)!r}")
-        parse_cpu_list(self.cpu_affinity)  # raises ValueError naming the key
-
-
-def parse_cpu_list(text: str | int) -> set[int]:
-    """CPU numbers of a Linux cpu-list string ("1", "2-3", "0,2-3"; a ROS parameter "1" arrives as int 1);
-    "" = no pinning (empty set)."""
-    text = str(text)
-    cpus: set[int] = set()
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        lo, _, hi = part.partition("-")
-        try:
-            a, b = int(lo), int(hi or lo)
-        except ValueError:
-            raise ValueError(f"cpu_affinity must be a cpu list like '1', '2-3' or '0,2', got {text!r}") from None
-        if a < 0 or b < a:
-            raise ValueError(f"cpu_affinity: bad range {part!r} in {text!r}")
-        cpus.update(range(a, b + 1))
-    return cpus
-
-
-def pin_process(cpus: set[int]) -> None:
-    """Pin every thread of this process (the executor and the DDS threads started before) to `cpus`; threads
-    started later inherit the calling thread's mask. Raises OSError when a CPU is not available."""
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(tid), cpus)
-        except ProcessLookupError:  # a thread that ended meanwhile
-            pass
-
-
-def config_from_node(node: Node) -> PolicyNodeConfig:
-    """PolicyNodeConfig from the node's parameter overrides; unknown keys, types and ranges fail."""
-    params = {name: p.value for name, p in node.get_parameters_by_prefix("").items()
-              if name not in ROS_BUILTIN_PARAMETERS}
-    cfg = from_dict(PolicyNodeConfig, params, where=f"parameters of node {node.get_name()!r}")
-    if not cfg.policy_path:
-        raise ConfigError("parameter policy_path is empty: give an exported policy folder "
-                          "(e.g. `bcg-policy export-hold -o DIR` for the hold-the-default-pose policy)")
-    return cfg
-
-
-class RemoteMapper:
-    """Wireless-remote buttons -> operator events. A chord ("L2+B") fires when all its buttons are held and
-    one of them was pressed in this message; priority damp > stop > reset > start."""
-
-    ORDER = (Event.DAMP, Event.STOP, Event.RESET, Event.START)
-
-    def __init__(self, chords: dict[Event, list[str]]):
-        self._chords = {}
-        for event, specs in chords.items():
-            sets = [frozenset(s.split("+")) for s in specs]
-            for s in sets:
-                unknown = s - set(ll.BUTTONS)
-                if unknown:
-                    raise ValueError(f"remote_{event.value}: unknown button(s) {sorted(unknown)}; known {ll.BUTTONS}")
-            self._chords[event] = sets
-        self._held: frozenset[str] = frozenset()
-
-    def update(self, remote: ll.RemoteState) -> Event | None:
-        pressed = remote.buttons - self._held
-        self._held = remote.buttons
-        if not pressed:
-            return None
-        for event in self.ORDER:
-            if any(c <= remote.buttons and c & pressed for c in self._chords.get(event, ())):
-                return event
-        return None
-
-
-class LoopStats:
-    """Control-loop timing over the last N ticks: period (tick to tick) and compute time, in s of the
-    node's clock. An overrun is a tick more than one period late (gap > 2 periods)."""
-
-    def __init__(self, nominal_s: float, n: int = 2000):
-        self.nominal = nominal_s
-        self.period = deque(maxlen=n)
-        self.compute = deque(maxlen=n)
-        self.policy = deque(maxlen=n // 10)
-        self.overruns = 0
-        self.fallback_ticks = 0  # ticks of the fallback timer (LowState late)
-        self._last: float | None = None
-        # Warm-up at start-up: numpy's first percentile imports numpy.ma (~15 ms), which otherwise landed in
-        # the first /diagnostics tick (a 34 ms tick gap, measured).
-        np.percentile(np.zeros(2), [50, 99])
-
-    def tick(self, now: float) -> None:
-        if self._last is not None:
-            gap = now - self._last
-            self.period.append(gap)
-            if gap > 2 * self.nominal:
-                self.overruns += 1
-        self._last = now
-
-    def summary(self) -> dict[str, float]:
-        def pct(d, q):  # one np.percentile call per deque (this runs inside a control tick, at 1 Hz)
-            return 1e3 * np.percentile(np.asarray(d), q) if d else np.full(len(q), np.nan)
-
-        p50, p99, pmax = pct(self.period, [50, 99, 100])
-        (c99,), (pol99,) = pct(self.compute, [99]), pct(self.policy, [99])
-        return {"period_p50_ms": float(p50), "period_p99_ms": float(p99), "period_max_ms": float(pmax),
-                "compute_p99_ms": float(c99), "policy_p99_ms": float(pol99), "overruns": float(self.overruns),
-                "fallback_ticks": float(self.fallback_ticks)}
-
-
-class GcMonitor:
-    """Python garbage-collector activity in this process after start-up (gc.callbacks): collections per
-    generation and the longest pause, so a tick gap can be told apart from a collection. Costs two calls per
-    collection."""
-
-    def __init__(self) -> None:
-        self.collections = [0, 0, 0]
-        self.pause_max_s = 0.0
-        self.frozen = 0  # objects moved to the permanent generation at start-up (gc.get_freeze_count() walks
-        #                  that whole list, ~5 ms for 43k objects: counted once, never per diagnostics message)
-        self._t0 = 0.0
-
-    def start(self) -> None:
-        gc.callbacks.append(self._callback)
-
-    def _callback(self, phase: str, info: dict) -> None:
-        if phase == "start":
-            self._t0 = time.perf_counter()
-        else:
-            self.collections[info["generation"]] += 1
-            self.pause_max_s = max(self.pause_max_s, time.perf_counter() - self._t0)
-
-    def close(self) -> None:
-        if self._callback in gc.callbacks:
-            gc.callbacks.remove(self._callback)
-
-    def summary(self) -> dict[str, str]:
-        return {"gc_collections": "/".join(map(str, self.collections)),  # generations 0/1/2
-                "gc_pause_max_ms": f"{1e3 * self.pause_max_s:.3f}",
-                "gc_frozen_objects": str(self.frozen)}
-
-
-class SourceMonitor:
-    """Flags LowStates that cannot come from one healthy robot: mode_machine changing between messages,
-    tick not increasing. `conflict(state)` returns the cause or None and remembers the state."""
-
-    def __init__(self) -> None:
-        self.mode_machine: int | None = None
-        self.tick: int | None = None
-        self.counts = {"mode_machine_changes": 0, "tick_regressions": 0}
-        self.last = ""
-
-    def conflict(self, state: ll.RobotState) -> str | None:
-        cause = None
-        if self.mode_machine is not None and state.mode_machine != self.mode_machine:
-            self.counts["mode_machine_changes"] += 1
-            cause = (f"mode_machine changed {self.mode_machine} -> {state.mode_machine} "
-                     "(a second /lowstate publisher?)")
-        elif self.tick is not None and state.tick <= self.tick:
-            self.counts["tick_regressions"] += 1
-            cause = f"LowState tick did not increase ({self.tick} -> {state.tick})"
-        self.mode_machine, self.tick = state.mode_machine, state.tick
-        if cause:
-            self.last = cause
-        return cause
+        scheduling.parse_cpu_list(self.cpu_affinity)  # raises ValueError naming the key
 
 
 class PolicyNode(Node):
     def __init__(self) -> None:
         super().__init__(NODE_NAME, automatically_declare_parameters_from_overrides=True)
-        self.cfg = cfg = config_from_node(self)
+        self.cfg = cfg = startup.config_from_node(self, PolicyNodeConfig)
+        if not cfg.policy_path:
+            raise ConfigError("parameter policy_path is empty: give an exported policy folder "
+                              "(e.g. `bcg-policy export-hold -o DIR` for the hold-the-default-pose policy)")
         self._sim_time = bool(self.get_parameter("use_sim_time").value)
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.policy = load_policy(cfg.policy_path, runtime=cfg.policy_runtime)
@@ -377,8 +218,8 @@ class PolicyNode(Node):
             state = ll.lowstate_cdr_to_state(data, check_crc=self.cfg.check_lowstate_crc)
         except ll.BadMessage as exc:
             self._counts["rejected"] += 1
-            self._last_reject = str(exc)
-            self._warn_throttled("rejected", lambda: f"rejected LowState ({self._counts['rejected']} so far): {exc}")
+            self._last_reject = why = str(exc)
+            self._warn_throttled("rejected", lambda: f"rejected LowState ({self._counts['rejected']} so far): {why}")
             self._safe_tick(now)  # commands keep streaming; the state goes stale
             return
         conflict = self.source.conflict(state)
@@ -458,39 +299,12 @@ class PolicyNode(Node):
             print(f"policy_node: could not report transition {text!r}: {exc}", file=sys.stderr)
 
     def set_cpu_affinity(self) -> None:
-        """Pin the node's threads to `cpu_affinity` (empty: leave them). On the robot's computer this keeps
-        the control thread on cores other work does not use (with isolcpus); on a shared machine it keeps
-        the node away from the cores that run the robot (or its stand-in). An unavailable CPU is an error:
-        a silently unpinned node would be measured as if it were pinned."""
-        cpus = parse_cpu_list(self.cfg.cpu_affinity)
-        if not cpus:
-            return
-        avail = os.sched_getaffinity(0)
-        if not cpus <= avail:
-            raise ConfigError(f"cpu_affinity {self.cfg.cpu_affinity}: CPU(s) {sorted(cpus - avail)} not available "
-                              f"to this process (available {sorted(avail)})")
-        pin_process(cpus)
-        self.get_logger().info(f"threads pinned to CPU(s) {sorted(cpus)}")
+        """Pin the node's threads to `cpu_affinity` (scheduling.pin_threads)."""
+        scheduling.pin_threads(self.cfg.cpu_affinity, self.get_logger())
 
     def set_rt_priority(self) -> None:
-        """SCHED_FIFO for the calling (executor) thread when rt_priority > 0 (needs CAP_SYS_NICE / rtprio);
-        else its nice value when `nice` != 0 (below 0 needs CAP_SYS_NICE or RLIMIT_NICE). Either way only this
-        thread: the DDS threads, started before, keep theirs."""
-        prio = self.cfg.rt_priority
-        if prio <= 0:
-            if self.cfg.nice:
-                try:  # Linux: PRIO_PROCESS with who=0 is the calling thread
-                    os.setpriority(os.PRIO_PROCESS, 0, self.cfg.nice)
-                    self.get_logger().info(f"executor thread runs at nice {self.cfg.nice}")
-                except (PermissionError, OSError, AttributeError) as exc:
-                    self.get_logger().warning(f"nice {self.cfg.nice} not applied ({exc}); running at nice "
-                                              f"{os.getpriority(os.PRIO_PROCESS, 0)}")
-            return
-        try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
-            self.get_logger().info(f"executor thread runs SCHED_FIFO priority {prio}")
-        except (PermissionError, OSError, AttributeError) as exc:
-            self.get_logger().warning(f"rt_priority {prio} not applied ({exc}); running with normal scheduling")
+        """The executor thread's priority: `rt_priority` or `nice` (scheduling.raise_priority)."""
+        scheduling.raise_priority(self.cfg.rt_priority, self.cfg.nice, self.get_logger())
 
     def finish_startup(self) -> None:
         """Start-up is done (policy, ONNX session, ROS entities). With gc_freeze: collect once, then move
@@ -676,25 +490,10 @@ class PolicyNode(Node):
             time.sleep(self.period)
 
 
-def make_executor(kind: str):
-    """rclpy executor by name ("events": rclpy.experimental.EventsExecutor; "single_threaded")."""
-    if kind == "events":
-        from rclpy.experimental import EventsExecutor
-
-        return EventsExecutor()
-    return SingleThreadedExecutor()
-
-
-def help_text() -> str:
-    defaults = "\n".join(f"  {k} = {v!r}" for k, v in asdict(PolicyNodeConfig()).items())
-    return (f"{__doc__}\nParameters and their defaults (set them in a --params-file or with "
-            f"-p name:=value):\n{defaults}\n")
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv if argv is None else argv)
     if startup.wants_help(argv[1:]):
-        print(help_text())
+        print(startup.help_text("", __doc__, PolicyNodeConfig))
         return 0
     try:
         startup.check_params_files(argv)
@@ -714,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: cannot start: {kind}{exc}", file=sys.stderr)
         rclpy.try_shutdown()
         return 2
-    executor = make_executor(node.cfg.executor)
+    executor = scheduling.make_executor(node.cfg.executor)
     executor.add_node(node)
     try:
         node.set_cpu_affinity()

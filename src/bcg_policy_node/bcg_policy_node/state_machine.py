@@ -6,7 +6,8 @@
 
 WAIT sends nothing (the robot has never been commanded and mode_machine is unknown); every other mode
 sends a LowCmd every control tick. The node refuses RESET while the state is stale and RESET or START from
-ZERO_TORQUE right after a /lowstate source conflict (policy_node.py). DAMPING is latched: only RESET leaves it. Every transition is recorded
+ZERO_TORQUE right after a /lowstate source conflict (policy_node.py). DAMPING is latched: only RESET leaves it. Every
+transition is recorded
 with its cause and reported through `on_transition`.
 """
 

@@ -33,7 +33,8 @@ def warmup(config: str = "sim") -> float:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description="Compile and cache both simulator backends (Warp kernels, native library).")
+    ap = argparse.ArgumentParser(
+        description="Compile and cache both simulator backends (Warp kernels, native library).")
     ap.add_argument("--config", default="sim", help="sim config name or path (default: config/sim.yaml)")
     args = ap.parse_args(argv)
     import warp as wp

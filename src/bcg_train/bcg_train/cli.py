@@ -18,8 +18,7 @@ import time
 from pathlib import Path
 
 from bcg_sim.config import ConfigError
-
-from bcg_train.config import ALGOS, REWARDS, load_train_config, parse_budget
+from bcg_train.config import ALGOS, REWARD_KINDS, load_train_config, parse_budget
 
 _FLAG_KEYS = {  # CLI flag -> TrainConfig path
     "algo": ("algo",), "budget": ("budget",), "seed": ("seed",), "device": ("device",), "kappa": ("kappa",),
@@ -60,7 +59,7 @@ def train_parser() -> argparse.ArgumentParser:
                     help="train on the clip up to S seconds (default: its end), e.g. --motion-start 30 "
                          "--motion-end 40 for a 10-s window of a long take")
     ap.add_argument("--algo", choices=ALGOS, help=f"(default: {dflt(('algo',))})")
-    ap.add_argument("--reward", choices=REWARDS, help=f"(default: {dflt(('reward', 'kind'))})")
+    ap.add_argument("--reward", choices=REWARD_KINDS, help=f"(default: {dflt(('reward', 'kind'))})")
     ap.add_argument("--kappa", type=float, help=f"contact stiffness kN/m (default: {dflt(('kappa',))})")
     ap.add_argument("--num-envs", type=int, help=f"worlds, all processes (default: {dflt(('num_envs',))})")
     ap.add_argument("--horizon", type=int, help=f"SHAC horizon h (default: {dflt(('shac', 'horizon'))})")
@@ -105,7 +104,8 @@ def train_main(argv) -> int:
         else:
             cfg = load_train_config(args.preset, _overrides(args))
             procs = args.procs
-            out = Path(args.out or f"runs/train/{cfg.algo}-{Path(cfg.task.motion).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            out = Path(args.out or f"runs/train/{cfg.algo}-{Path(cfg.task.motion).stem}-{stamp}")
             if (out / "config.yaml").exists():
                 return _fail(f"{out} already holds a run; continue it with --resume {out} or choose another --out")
         if procs < 1:
@@ -123,7 +123,7 @@ def train_main(argv) -> int:
 
 def _run(cfg, out, rank, procs, resume, budget, comm) -> int:
     from bcg_train.dist import Comm
-    from bcg_train.runner import Runner, RunError, TaskError
+    from bcg_train.runner import RunError, Runner, TaskError
 
     try:
         return Runner(cfg, out, comm or Comm(rank, procs), procs, resume, budget).train()

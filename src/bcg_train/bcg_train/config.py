@@ -15,8 +15,10 @@ from typing import Any, Literal, get_args, get_type_hints
 
 from bcg_sim.config import ConfigError, config_dir, from_dict, load_yaml
 
-ALGOS = ("shac", "shac-bcg", "ppo")
-REWARDS = ("add", "tracking")
+AlgoName = Literal["shac", "shac-bcg", "ppo"]  # bcg_train.algorithm.ALGORITHMS: the class of each
+RewardKind = Literal["add", "tracking"]  # bcg_train.rewards.REWARDS: the class of each
+ALGOS = get_args(AlgoName)
+REWARD_KINDS = get_args(RewardKind)
 FEATURE_GROUPS = ("root_pos", "root_ori", "joint_pos", "body_pos", "root_vel", "joint_vel")
 
 
@@ -53,11 +55,11 @@ class RandomizeConfig:
     reset_root_vel_noise: float = 0.1  # [m/s] std of noise on a reset's root linear velocity
     reset_root_ang_vel_noise: float = 0.1  # [rad/s] std of noise on a reset's root angular velocity
     push_interval_s: list[float] = field(default_factory=lambda: [1.0, 3.0])  # [s] uniform gap between pushes
-    push_lin_vel: float = 0.0  # [m/s] a push adds a uniform +-this to the root's horizontal velocity (0: off)
-    obs_joint_pos: float = 0.0  # [rad] std of encoder noise on the observed joint angles
-    obs_joint_vel: float = 0.0  # [rad/s] ... joint velocities
-    obs_ang_vel: float = 0.0  # [rad/s] ... gyroscope
-    obs_gravity: float = 0.0  # std of noise on the observed projected gravity (unit vector)
+    push_lin_vel: float = 0.3  # [m/s] a push adds a uniform +-this to the root's horizontal velocity (0: off)
+    obs_joint_pos: float = 0.01  # [rad] std of encoder noise on the observed joint angles
+    obs_joint_vel: float = 0.3  # [rad/s] ... joint velocities
+    obs_ang_vel: float = 0.1  # [rad/s] ... gyroscope
+    obs_gravity: float = 0.02  # std of noise on the observed projected gravity (unit vector)
     action_delay_prob: float = 0.0  # share of episodes whose actions reach the motors one control step late
     # Per-world physics (bcg_sim.diffsim.world_params), drawn uniformly at every episode start; native backend
     # only. [min, max] scales ([1, 1]: off), offsets +-[x, y, z] ([0, 0, 0]: off).
@@ -93,7 +95,7 @@ class TaskConfig:
 
 @dataclass
 class RewardConfig:
-    kind: str = "add"
+    kind: RewardKind = "add"
     tracking_weights: dict[str, float] = field(default_factory=dict)
     tracking_scales: dict[str, float] = field(default_factory=dict)
     alive_bonus: float = 0.0
@@ -182,7 +184,7 @@ class TrainEvalConfig:
 
 @dataclass
 class TrainConfig:
-    algo: str = "shac-bcg"
+    algo: AlgoName = "shac-bcg"
     budget: str = "200it"
     seed: int = 0
     device: str = "cpu"
@@ -202,7 +204,8 @@ class TrainConfig:
                 raise ConfigError(f"{where}: {key}: {msg}")
 
         need(self.algo in ALGOS, "algo", f"must be one of {ALGOS}, got {self.algo!r}")
-        need(self.reward.kind in REWARDS, "reward.kind", f"must be one of {REWARDS}, got {self.reward.kind!r}")
+        need(self.reward.kind in REWARD_KINDS, "reward.kind",
+             f"must be one of {REWARD_KINDS}, got {self.reward.kind!r}")
         for key in ("tracking_weights", "tracking_scales"):
             groups = getattr(self.reward, key)
             need(set(groups) == set(FEATURE_GROUPS), f"reward.{key}",

@@ -15,16 +15,16 @@ import io
 import math
 
 import torch
-from rsl_rl.algorithms import PPO
+from rsl_rl.algorithms import PPO as RslPPO
 from rsl_rl.env import VecEnv
 from rsl_rl.modules import MLP
 from tensordict import TensorDict
 
+from bcg_train.algorithm import NUM_ACTIONS, reduce_iteration_log
 from bcg_train.config import TrainConfig
 from bcg_train.dist import Comm
 from bcg_train.task import PRIVILEGED_DIM, RunningNorm, Task, e_track_cm, features
 
-NUM_ACTIONS = 29
 ACTIVATION = "elu"
 
 
@@ -84,71 +84,84 @@ class TaskVecEnv(VecEnv):
         return self._obs(), r, done.long(), {"time_outs": timeout, "log": {}}
 
 
-class PPOAlgo:
-    """One rsl_rl PPO iteration per `iteration()`; same interface as bcg_train.shac.SHAC."""
+class PPO:
+    """One rsl_rl PPO iteration per `iteration()` (a bcg_train.algorithm.Algorithm)."""
+
+    @classmethod
+    def from_config(cls, cfg: TrainConfig, task: Task, reward, comm: Comm, total_iters: int | None) -> PPO:
+        return cls(cfg, task, reward, comm, cfg.seed)  # rsl_rl's adaptive schedule sets the learning rate
+
+    @staticmethod
+    def rollout_steps(cfg: TrainConfig) -> int:
+        return cfg.ppo.steps_per_env
+
+    @staticmethod
+    def network_from_state(cfg: TrainConfig, n_obs: int, state: dict) -> torch.nn.Module:
+        """The exported network (actor mean MLP) of a PPO checkpoint, without a simulator."""
+        net = MLP(n_obs, NUM_ACTIONS, list(cfg.ppo.hidden), ACTIVATION)
+        net.load_state_dict(state["policy_mlp"])
+        return net
 
     def __init__(self, cfg: TrainConfig, task: Task, reward, comm: Comm, seed: int):
-        self.cfg, self.c, self.task, self.reward, self.comm = cfg, cfg.ppo, task, reward, comm
+        self.cfg, self.ppo, self.task, self.reward, self.comm = cfg, cfg.ppo, task, reward, comm
         torch.manual_seed(seed)
         self.norm = RunningNorm(task.contract.n_obs, cfg.task.obs_norm_clip, cfg.task.obs_norm_epsilon).to(task.device)
         self.priv_norm = RunningNorm(PRIVILEGED_DIM, cfg.task.obs_norm_clip, cfg.task.obs_norm_epsilon).to(task.device)
         self.venv = TaskVecEnv(task, self.norm, self.priv_norm, reward, comm)
-        c = self.c
-        model = {"class_name": "MLPModel", "hidden_dims": list(c.hidden), "activation": ACTIVATION,
+        p = self.ppo
+        model = {"class_name": "MLPModel", "hidden_dims": list(p.hidden), "activation": ACTIVATION,
                  "obs_normalization": False}
         train_cfg = {
-            "algorithm": {"class_name": "PPO", "num_learning_epochs": c.epochs, "num_mini_batches": c.minibatches,
-                          "clip_param": c.clip, "gamma": c.gamma, "lam": c.lam, "value_loss_coef": c.value_loss_coef,
-                          "entropy_coef": c.entropy_coef, "learning_rate": c.lr, "max_grad_norm": c.max_grad_norm,
-                          "schedule": "adaptive", "desired_kl": c.desired_kl},
+            "algorithm": {"class_name": "PPO", "num_learning_epochs": p.epochs, "num_mini_batches": p.minibatches,
+                          "clip_param": p.clip, "gamma": p.gamma, "lam": p.lam, "value_loss_coef": p.value_loss_coef,
+                          "entropy_coef": p.entropy_coef, "learning_rate": p.lr, "max_grad_norm": p.max_grad_norm,
+                          "schedule": "adaptive", "desired_kl": p.desired_kl},
             "actor": {**model, "distribution_cfg": {"class_name": "GaussianDistribution",
-                                                    "init_std": c.init_noise_std}},
+                                                    "init_std": p.init_noise_std}},
             "critic": dict(model),
             "obs_groups": {"actor": ["actor"], "critic": ["critic"]},
-            "num_steps_per_env": c.steps_per_env,
+            "num_steps_per_env": p.steps_per_env,
             "multi_gpu": {"global_rank": comm.rank, "world_size": comm.world_size} if comm.active else None,
         }
         self.obs = self.venv.get_observations()
         with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints both models
-            self.alg = PPO.construct_algorithm(self.obs, self.venv, train_cfg, str(task.device))
+            self.alg = RslPPO.construct_algorithm(self.obs, self.venv, train_cfg, str(task.device))
         if comm.active:
             self.alg.broadcast_parameters()
         self.alg.train_mode()
         self.iter = 0
-        self.consecutive_skips = 0  # PPO has no gradient through the simulator; rsl_rl clips its own
 
     def iteration(self) -> dict:
         v = self.venv
         v.log = v._empty_log()
         with torch.inference_mode():
-            for _ in range(self.c.steps_per_env):
+            for _ in range(self.ppo.steps_per_env):
                 actions = self.alg.act(self.obs)
                 self.obs, r, dones, extras = v.step(actions)
                 self.alg.process_env_step(self.obs, r, dones, extras)
             self.alg.compute_returns(self.obs)
         losses = self.alg.update()
-        disc_log = self.reward.update()
+        discriminator_log = self.reward.update()
         self.iter += 1
         lg = v.log
         steps = max(lg["steps"], 1)
-        out = {"actor_loss": float(losses.get("surrogate", math.nan)), "critic_loss": float(losses.get("value", math.nan)),
-               "grad_norm": math.nan, "gradvar": math.nan, "gradvar_std": math.nan, "lr_actor": float(self.alg.learning_rate),
-               "reward": lg["reward"] / steps, "e_track_cm": lg["e_track_cm"] / steps,
-               "action_std": float(self.alg.get_policy().output_std.detach().mean()), **disc_log, "skipped": 0}
-        out = self.comm.mean(out)
-        out["episodes"] = self.comm.sum_int(lg["episodes"])
-        out["episode_len"] = self.comm.sum_int(lg["episode_len_sum"]) / out["episodes"] if out["episodes"] else math.nan
-        out["falls"] = self.comm.sum_int(lg["falls"])
-        out["samples"] = self.task.n * self.c.steps_per_env * self.comm.world_size
-        out["skipped_total"] = 0
-        return out
+        means = {"actor_loss": float(losses.get("surrogate", math.nan)),
+                 "critic_loss": float(losses.get("value", math.nan)), "grad_norm": math.nan, "gradvar": math.nan,
+                 "gradvar_std": math.nan, "lr_actor": float(self.alg.learning_rate),
+                 "reward": lg["reward"] / steps, "e_track_cm": lg["e_track_cm"] / steps,
+                 "action_std": float(self.alg.get_policy().output_std.detach().mean()), **discriminator_log,
+                 "skipped": 0}
+        return reduce_iteration_log(self.comm, means, {"falls": lg["falls"]}, lg["episodes"], lg["episode_len_sum"],
+                                    self.task.n * self.ppo.steps_per_env, skipped_total=0)
+
+    def stop_reason(self) -> str | None:
+        return None  # no gradient through the simulator to guard; rsl_rl clips its own
 
     def policy_network(self) -> torch.nn.Module:
         return copy.deepcopy(self.alg.get_policy().mlp)
 
-    def finite(self) -> bool:
-        mods = [self.alg.actor, self.alg.critic, self.norm, self.priv_norm, *self.reward.modules()]
-        return all(bool(torch.isfinite(t).all()) for m in mods for t in list(m.parameters()) + list(m.buffers()))
+    def modules(self) -> list[torch.nn.Module]:
+        return [self.alg.actor, self.alg.critic, self.norm, self.priv_norm, *self.reward.modules()]
 
     def state_dict(self) -> dict:
         return {"ppo": self.alg.save(), "norm": self.norm.state_dict(), "priv_norm": self.priv_norm.state_dict(),
@@ -165,9 +178,3 @@ class PPOAlgo:
         self.iter = d["iter"]
         self.obs = TensorDict(d["obs"], batch_size=[self.task.n])
 
-
-def policy_from_state(cfg: TrainConfig, n_obs: int, algo_state: dict) -> torch.nn.Module:
-    """The exported network (actor mean MLP) of a PPO checkpoint, without a simulator."""
-    net = MLP(n_obs, NUM_ACTIONS, list(cfg.ppo.hidden), ACTIVATION)
-    net.load_state_dict(algo_state["policy_mlp"])
-    return net

@@ -50,14 +50,47 @@ from __future__ import annotations
 
 import contextlib
 import math
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 import torch.nn.functional as F
 
 from bcg_sim.config import ConfigError
-
-from bcg_train.config import FEATURE_GROUPS, ADDConfig, RewardConfig
+from bcg_train.config import FEATURE_GROUPS, ADDConfig, RewardConfig, TrainConfig
 from bcg_train.task import Features
+
+if TYPE_CHECKING:
+    from bcg_train.dist import Comm
+
+
+class Reward(Protocol):
+    """A reward on reference features that an algorithm differentiates (SHAC) or samples (PPO)."""
+
+    @classmethod
+    def from_config(cls, cfg: TrainConfig, dim: int, device, generator: torch.Generator, comm: Comm) -> Reward:
+        """`dim`: width of Features.flat(); `generator`: the reward's random stream; `comm`: the processes."""
+        ...
+
+    def __call__(self, sim: Features, ref: Features) -> torch.Tensor:
+        """Per-world reward [N] of a simulated state against the reference (differentiable in `sim`)."""
+        ...
+
+    def observe(self, sim: Features, ref: Features) -> None:
+        """Record a step's samples for `update()`."""
+        ...
+
+    def update(self) -> dict:
+        """Learn from the samples observed since the last call; returns numbers for metrics.csv."""
+        ...
+
+    def state_dict(self) -> dict:
+        ...
+
+    def load_state_dict(self, d: dict) -> None:
+        ...
+
+    def modules(self) -> list[torch.nn.Module]:
+        ...
 
 
 def mlp(sizes: list[int], activation=torch.nn.ELU) -> torch.nn.Sequential:
@@ -75,6 +108,10 @@ class TrackingReward:
 
     def __init__(self, cfg: RewardConfig):
         self.cfg = cfg
+
+    @classmethod
+    def from_config(cls, cfg: TrainConfig, dim: int, device, generator: torch.Generator, comm) -> TrackingReward:
+        return cls(cfg.reward)
 
     def __call__(self, sim: Features, ref: Features) -> torch.Tensor:
         r = 0.0
@@ -167,6 +204,10 @@ class ADDReward:
         self.gather = gather or (lambda x: x)
         self.layout: dict[str, slice] | None = None  # group -> columns, from the first features seen
         self.mask = torch.ones(dim, device=device)  # 0 on root_pos x y
+
+    @classmethod
+    def from_config(cls, cfg: TrainConfig, dim: int, device, generator: torch.Generator, comm) -> ADDReward:
+        return cls(cfg.add, dim, device, generator, comm.reduce_grads, comm.gather)
 
     @contextlib.contextmanager
     def frozen(self):
@@ -362,8 +403,9 @@ class ADDReward:
         return [self.disc, self.scale]
 
 
-def make_reward(kind: str, reward_cfg: RewardConfig, add_cfg: ADDConfig, dim: int, device,
-                generator: torch.Generator, reduce_grads=None, gather=None):
-    if kind == "tracking":
-        return TrackingReward(reward_cfg)
-    return ADDReward(add_cfg, dim, device, generator, reduce_grads, gather)
+REWARDS: dict[str, type[Reward]] = {"add": ADDReward, "tracking": TrackingReward}  # keys: config.REWARD_KINDS
+
+
+def make_reward(cfg: TrainConfig, dim: int, device, generator: torch.Generator, comm: Comm) -> Reward:
+    """The reward `cfg.reward.kind` names."""
+    return REWARDS[cfg.reward.kind].from_config(cfg, dim, device, generator, comm)

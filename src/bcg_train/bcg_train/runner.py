@@ -31,21 +31,22 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 import torch
 import yaml
 
 from bcg_sim.config import ConfigError
 from bcg_sim.policy import ReferenceTrack, default_contract, export_policy
 from bcg_sim.policy.contract import PolicyContract
+from bcg_train.algorithm import ALGORITHMS, Algorithm, algorithm_class, all_finite
 from bcg_train.config import TrainConfig, config_from_dict, config_to_dict, derive_seed, parse_budget
 from bcg_train.dist import Comm
+from bcg_train.logger import EVAL_FILE, METRICS_FILE, TrainLog
 from bcg_train.task import Task, TaskError
 
 EXIT_BAD_INPUT = 2
 EXIT_GUARD_STOP = 3
 CONFIG_FILE, CONTRACT_FILE, REFERENCE_FILE = "config.yaml", "contract.yaml", "reference.npz"
-METRICS_FILE, SUMMARY_FILE, EVAL_FILE = "metrics.csv", "summary.json", "eval.csv"
+SUMMARY_FILE = "summary.json"
 BEST_POLICY_DIR = "policy_best"  # the policy of the best evaluation (fewest falls, then lowest E_track)
 # contract keys that training itself fills in (normalization, files) and so may differ between runs
 _CONTRACT_TRAINED_KEYS = ("files", "description", "reference")
@@ -57,16 +58,17 @@ class RunError(ValueError):
 
 # ---------------------------------------------------------------------------------------------- setup
 def sim_config_for(cfg: TrainConfig, rank: int = 0):
-    """config/sim.yaml with the run's kappa and device; BCG on only for shac-bcg (PPO: forward only)."""
+    """config/sim.yaml with the run's kappa and device; BCG on where the algorithm's registry entry asks for it."""
     from bcg_sim.diffsim import load_sim_config
 
     sim = load_sim_config().with_kappa(cfg.kappa)
-    bcg = dc.replace(sim.bcg, enabled=cfg.algo == "shac-bcg", seed=derive_seed(cfg.seed + sim.bcg.seed, "bcg", rank))
+    bcg = dc.replace(sim.bcg, enabled=ALGORITHMS[cfg.algo].bcg,
+                     seed=derive_seed(cfg.seed + sim.bcg.seed, "bcg", rank))
     return dc.replace(sim, device=cfg.device, bcg=bcg).validate()
 
 
 def rollout_horizon(cfg: TrainConfig) -> int:
-    return cfg.ppo.steps_per_env if cfg.algo == "ppo" else cfg.shac.horizon
+    return algorithm_class(cfg.algo).rollout_steps(cfg)
 
 
 def load_motion(cfg: TrainConfig, control_hz: float):
@@ -142,7 +144,7 @@ class Runner:
         self.cfg, self.out, self.comm, self.procs, self.resume = cfg, out, comm, procs, resume
         self.budget = parse_budget(budget_text or cfg.budget)
         self.stop_signal: int | None = None
-        self._last_eval_row: dict | None = None
+        self.log: TrainLog | None = None
 
     # --- building ---
     def build(self) -> None:
@@ -191,14 +193,11 @@ class Runner:
                 yaml.safe_dump({**config_to_dict(self.cfg), "procs": self.procs}, f, sort_keys=False)
             self.contract.save(self.out / CONTRACT_FILE)
             ReferenceTrack.from_motion(self.motion).save_npz(self.out / REFERENCE_FILE)
-            for name in (METRICS_FILE, EVAL_FILE):
-                if (self.out / name).exists():
-                    (self.out / name).unlink()
         self.comm.barrier()
 
     def save_checkpoint(self) -> bool:
         """Write this rank's checkpoint atomically; refuses (returns False) when any weight is non-finite."""
-        if not self.algo.finite():
+        if not all_finite(self.algo.modules()):
             print(f"bcg-train: not writing a checkpoint at iteration {self.iteration}: non-finite weights",
                   file=sys.stderr)
             return False
@@ -229,57 +228,17 @@ class Runner:
         torch.set_rng_state(d["torch_rng"])
         if d["bcg_gen"] is not None and self.env.bundler is not None:
             self.env.bundler.gen.set_state(d["bcg_gen"])
-        if self.comm.is_main:
-            self._truncate_metrics(self.iteration)
-            self._truncate_metrics(self.iteration, EVAL_FILE)
 
-    def _truncate_metrics(self, iteration: int, name: str = METRICS_FILE) -> None:
-        """Drop rows logged after the checkpoint (they are recomputed identically)."""
-        path = self.out / name
-        if not path.is_file():
-            return
-        with open(path) as f:
-            rows = list(csv.DictReader(f))
-        if not rows:
-            return
-        keep = [r for r in rows if int(r["iteration"]) <= iteration]
-        with open(path, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-            w.writeheader()
-            w.writerows(keep)
-
-    # --- logging ---
-    def _log_row(self, row: dict, writer) -> None:
-        path = self.out / METRICS_FILE
-        new = not path.is_file()
-        if new:
-            self._columns = list(row)
-        elif not hasattr(self, "_columns"):
-            with open(path) as f:
-                self._columns = next(csv.reader(f))
-        with open(path, "a", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=self._columns, extrasaction="ignore")
-            if new:
-                w.writeheader()
-            w.writerow({k: row.get(k, "") for k in self._columns})
-        if writer is not None:
-            for k, v in row.items():
-                if isinstance(v, (int, float)) and math.isfinite(v) and k != "iteration":
-                    writer.add_scalar(k, v, row["iteration"])
-
-    def _install_signals(self) -> None:
+    def _install_signals(self) -> dict:
+        """SIGINT / SIGTERM set `stop_signal` (the loop saves a checkpoint and stops); returns the old handlers."""
         def handler(signum, frame):
             self.stop_signal = signum
 
-        self._old_handlers = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-
-    def _restore_signals(self) -> None:
-        for s, h in getattr(self, "_old_handlers", {}).items():
-            signal.signal(s, h)
+        return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
 
     # --- evaluation ---
     def evaluate(self) -> dict | None:
-        """Score the current policy (TrainEvalConfig) and append it to eval.csv. Rank 0 exports the policy to a
+        """Score the current policy (TrainEvalConfig) and log it (eval.csv and a line). Rank 0 exports the policy to a
         temporary folder and runs it through the node's PolicyRunner in bcg_sim (bcg_train.eval.diffsim_eval)
         -- the artifact a user gets, not the training loop's tensors; the other ranks wait. The headline
         (e_track_cm, falls, survival_s) is bcg-eval's protocol over the whole clip; win_* are the windows. A
@@ -307,13 +266,7 @@ class Runner:
                 if self.best_eval is None or key < tuple(self.best_eval[:2]):
                     self.best_eval = [row["falls"], row["e_track_cm"], self.iteration]
                     shutil.copytree(exported, self.out / BEST_POLICY_DIR, dirs_exist_ok=True)  # the artifact scored
-            path = self.out / EVAL_FILE
-            new = not path.is_file()
-            with open(path, "a", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=list(row))
-                if new:
-                    w.writeheader()
-                w.writerow(row)
+            self.log.evaluation(row, self.elapsed, self.iteration, self.samples, e.seconds)
         self.last_eval = self.iteration
         self.comm.barrier()
         return row
@@ -324,97 +277,66 @@ class Runner:
 
     # --- the loop ---
     def train(self) -> int:
+        """Iterations until the budget is spent, a stop signal arrives or the algorithm gives a stop reason;
+        evaluations and checkpoints on their schedules; the policy exported at a normal end. Returns the exit
+        code (0, EXIT_GUARD_STOP, or 128 + the signal)."""
         self.build()
         if self.resume:
             self.load_checkpoint()
         self.prepare_folder()
-        self._install_signals()
-        main = self.comm.is_main
-        writer = None
-        bar = None
-        if main:
-            from torch.utils.tensorboard import SummaryWriter
-            from tqdm import tqdm
-
-            writer = SummaryWriter(str(self.out / "tb"), purge_step=self.iteration + 1 if self.resume else None)
-            total = self.budget.amount
-            unit = {"iterations": "it", "samples": "smp", "seconds": "s"}[self.budget.kind]
-            # a terminal gets a live bar; a log file (not a terminal) gets lines: one per evaluation
-            bar = tqdm(total=total, unit=unit, desc=f"{self.cfg.algo} {self.motion.name}", dynamic_ncols=True,
-                       file=sys.stderr, initial=min(total, self._progress()), disable=not sys.stderr.isatty())
+        old_handlers = self._install_signals()
+        self.log = TrainLog(self.out, self.budget, f"{self.cfg.algo} {self.motion.name}", self.comm.is_main,
+                            self.iteration if self.resume else None, self._progress())
         code = 0
         t0 = time.perf_counter() - self.elapsed
         try:
             if self._eval_due():
-                self._report_eval(self.evaluate(), bar)
+                self.evaluate()
             while not self.budget.reached(self.iteration, self.samples, self.elapsed):
-                self.task.apply_pushes()
-                m = self.algo.iteration()
-                m.update(self.task.end_iteration())
-                self.iteration += 1
-                self.samples += int(m.pop("samples"))
-                self.elapsed = time.perf_counter() - t0
-                row = {"iteration": self.iteration, **m, "samples": self.samples, "wall_s": round(self.elapsed, 3)}
-                if self.first_row is None:
-                    self.first_row = row
-                if main:
-                    self._log_row(row, writer)
-                    bar.n = min(self.budget.amount, self._progress())
-                    bar.set_postfix(E=f"{m['e_track_cm']:.1f}cm", r=f"{m['reward']:.3f}",
-                                    g=f"{m['grad_norm']:.2g}", skip=m.get("skipped_total", 0),
-                                    **self._eval_postfix(), refresh=False)
-                    bar.refresh()
+                self._iteration(t0)
                 stop = self.comm.any(self.stop_signal is not None)
-                guard = getattr(self.algo, "consecutive_skips", 0) >= self.cfg.shac.max_consecutive_skips
+                guard = self.algo.stop_reason()
                 if not (stop or guard) and self._eval_due():
-                    self._report_eval(self.evaluate(), bar)
+                    self.evaluate()
                     self.elapsed = time.perf_counter() - t0
                 if stop or guard or self.iteration % self.cfg.checkpoint_every == 0:
                     self.save_checkpoint()
                 if guard:
-                    if main:
-                        print(f"\nbcg-train: stopped at iteration {self.iteration}: "
-                              f"{self.algo.consecutive_skips} updates in a row skipped (non-finite or gradient norm "
-                              f"above shac.max_grad_norm); last good weights in {self._ckpt_path(0)}", file=sys.stderr)
+                    self.log.message(f"bcg-train: stopped at iteration {self.iteration}: {guard}; last good weights "
+                                     f"in {self._ckpt_path(0)}")
                     code = EXIT_GUARD_STOP
                     break
                 if stop:
-                    if main:
-                        print(f"\nbcg-train: interrupted at iteration {self.iteration}; checkpoint saved, continue "
-                              f"with: bcg-train --resume {self.out}", file=sys.stderr)
+                    self.log.message(f"bcg-train: interrupted at iteration {self.iteration}; checkpoint saved, "
+                                     f"continue with: bcg-train --resume {self.out}")
                     code = 128 + int(self.stop_signal or signal.SIGTERM)
                     break
             else:
                 if self._eval_due(final=True):
-                    self._report_eval(self.evaluate(), bar)
+                    self.evaluate()
                     self.elapsed = time.perf_counter() - t0
                 self.save_checkpoint()
         finally:
-            self._restore_signals()
-            if bar is not None:
-                bar.close()
-            if writer is not None:
-                writer.close()
-        if code == 0 and main:
+            for s, h in old_handlers.items():
+                signal.signal(s, h)
+            self.log.close()
+        if code == 0 and self.comm.is_main:
             self.export(self.out / "policy")
         self.write_summary()
         return code
 
-    def _eval_postfix(self) -> dict:
-        """The newest evaluation for the progress bar: whole-clip E_track and falls."""
-        r = self._last_eval_row
-        return {} if r is None else {"eval": f"{r['e_track_cm']:.1f}cm/{r['falls']:.0%}falls"}
-
-    def _report_eval(self, row: dict | None, bar) -> None:
-        if row is not None:
-            self._last_eval_row = row
-        if row is not None and bar is not None:
-            m, sec = divmod(int(self.elapsed), 60)
-            bar.write(f"bcg-train: [{m:d}:{sec:02d}, {self.iteration} it, {self.samples} samples] eval at iteration "
-                      f"{row['iteration']}: whole clip E_track {row['e_track_cm']:.1f} cm, "
-                      f"falls {row['falls']:.0%} of {row['worlds']}, survival {row['survival_s']:.2f} s; "
-                      f"{row['win_worlds']} windows of {self.cfg.eval.seconds:g} s: {row['win_e_track_cm']:.1f} cm, "
-                      f"falls {row['win_falls']:.0%}", file=sys.stderr)
+    def _iteration(self, t0: float) -> None:
+        """One algorithm iteration and its metrics.csv row."""
+        self.task.apply_pushes()
+        m = self.algo.iteration()
+        m.update(self.task.end_iteration())
+        self.iteration += 1
+        self.samples += int(m.pop("samples"))
+        self.elapsed = time.perf_counter() - t0
+        row = {"iteration": self.iteration, **m, "samples": self.samples, "wall_s": round(self.elapsed, 3)}
+        if self.first_row is None:
+            self.first_row = row
+        self.log.iteration(row, self._progress())
 
     def _progress(self) -> float:
         return {"iterations": self.iteration, "samples": self.samples, "seconds": self.elapsed}[self.budget.kind]
@@ -482,22 +404,17 @@ def _num(v):
         return v
 
 
-def make_algorithm(cfg: TrainConfig, task: Task, comm: Comm, total_iters: int | None):
+def make_algorithm(cfg: TrainConfig, task: Task, comm: Comm, total_iters: int | None) -> Algorithm:
+    """The reward (`reward.kind`) and the algorithm (`algo`) of the run, built from its config."""
     from bcg_train.rewards import make_reward
     from bcg_train.task import features
 
     dim = features(task.ref_kinematics(torch.zeros(1, dtype=torch.long, device=task.device))).flat().shape[-1]
     gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "reward", comm.rank))
     torch.manual_seed(cfg.seed)
-    reward = make_reward(cfg.reward.kind, cfg.reward, cfg.add, dim, task.device, gen, comm.reduce_grads, comm.gather)
+    reward = make_reward(cfg, dim, task.device, gen, comm)
     comm.broadcast_modules(reward.modules())
-    if cfg.algo == "ppo":
-        from bcg_train.ppo import PPOAlgo
-
-        return PPOAlgo(cfg, task, reward, comm, cfg.seed)
-    from bcg_train.shac import SHAC
-
-    return SHAC(cfg, task, reward, comm, total_iters, cfg.seed)
+    return algorithm_class(cfg.algo).from_config(cfg, task, reward, comm, total_iters)
 
 
 # ---------------------------------------------------------------------------------------------- export
@@ -539,15 +456,7 @@ def networks_from_checkpoint(cfg: TrainConfig, run: Path, d: dict):
     contract = PolicyContract.from_dict(yaml.safe_load(open(run / CONTRACT_FILE)), str(run / CONTRACT_FILE))
     norm = RunningNorm(contract.n_obs, cfg.task.obs_norm_clip, cfg.task.obs_norm_epsilon)
     norm.load_state_dict(d["algo"]["norm"])
-    if cfg.algo == "ppo":
-        from bcg_train.ppo import policy_from_state
-
-        return policy_from_state(cfg, contract.n_obs, d["algo"]), norm
-    from bcg_train.shac import Actor
-
-    actor = Actor(contract.n_obs, cfg.shac.actor_hidden, cfg.shac.layer_norm)
-    actor.load_state_dict(d["algo"]["actor"])
-    return actor, norm
+    return algorithm_class(cfg.algo).network_from_state(cfg, contract.n_obs, d["algo"]), norm
 
 
 __all__ = ["Runner", "RunError", "TaskError", "ConfigError", "export_run", "check_run_folder", "EXIT_BAD_INPUT"]

@@ -25,11 +25,10 @@ import numpy as np
 import torch
 
 from bcg_sim.diffsim.gradvar import bootstrap_variance_std, gradient_variance
+from bcg_train.algorithm import NUM_ACTIONS, reduce_iteration_log
 from bcg_train.config import TrainConfig, derive_seed
 from bcg_train.dist import Comm
 from bcg_train.task import PRIVILEGED_DIM, RunningNorm, Task, e_track_cm, features
-
-NUM_ACTIONS = 29
 
 
 def hidden_layers(n_in: int, hidden: list[int], layer_norm: bool) -> torch.nn.Sequential:
@@ -68,32 +67,48 @@ class Actor(torch.nn.Module):
 
 
 class SHAC:
-    """SHAC (+BCG when the env has it enabled). `iteration()` runs one; see the module docstring."""
+    """SHAC (+BCG when the env has it enabled; a bcg_train.algorithm.Algorithm). `iteration()` runs one; see the
+    module docstring."""
+
+    @classmethod
+    def from_config(cls, cfg: TrainConfig, task: Task, reward, comm: Comm, total_iters: int | None) -> SHAC:
+        return cls(cfg, task, reward, comm, total_iters, cfg.seed)
+
+    @staticmethod
+    def rollout_steps(cfg: TrainConfig) -> int:
+        return cfg.shac.horizon
+
+    @staticmethod
+    def network_from_state(cfg: TrainConfig, n_obs: int, state: dict) -> torch.nn.Module:
+        actor = Actor(n_obs, cfg.shac.actor_hidden, cfg.shac.layer_norm)
+        actor.load_state_dict(state["actor"])
+        return actor
 
     def __init__(self, cfg: TrainConfig, task: Task, reward, comm: Comm, total_iters: int | None,
                  seed: int):
-        self.cfg, self.c = cfg, cfg.shac
+        self.cfg, self.shac = cfg, cfg.shac
         self.task, self.env, self.reward, self.comm = task, task.env, reward, comm
         self.device = task.device
         self.n = task.n
-        self.total_iters = total_iters if self.c.lr_decay == "linear" else None
+        self.total_iters = total_iters if self.shac.lr_decay == "linear" else None
         torch.manual_seed(seed)  # same initial weights on every rank
         n_obs = task.contract.n_obs
         self.norm = RunningNorm(n_obs, cfg.task.obs_norm_clip, cfg.task.obs_norm_epsilon).to(self.device)
         # the critic's extra inputs get their own statistics: raw metres beside normalized observations would
         # leave dV/d(height) -- what pushes the pelvis back up through gamma^h V(s_h) -- small
         self.priv_norm = RunningNorm(PRIVILEGED_DIM, cfg.task.obs_norm_clip, cfg.task.obs_norm_epsilon).to(self.device)
-        self.actor = Actor(n_obs, self.c.actor_hidden, self.c.layer_norm).to(self.device)
-        self.critic = critic_network(n_obs + PRIVILEGED_DIM, self.c.critic_hidden, self.c.layer_norm).to(self.device)
-        self.target_critic = critic_network(n_obs + PRIVILEGED_DIM, self.c.critic_hidden,
-                                            self.c.layer_norm).to(self.device)
+        self.actor = Actor(n_obs, self.shac.actor_hidden, self.shac.layer_norm).to(self.device)
+        self.critic = critic_network(n_obs + PRIVILEGED_DIM, self.shac.critic_hidden,
+                                     self.shac.layer_norm).to(self.device)
+        self.target_critic = critic_network(n_obs + PRIVILEGED_DIM, self.shac.critic_hidden,
+                                            self.shac.layer_norm).to(self.device)
         self.target_critic.load_state_dict(self.critic.state_dict())
         for p in self.target_critic.parameters():
             p.requires_grad_(False)
         comm.broadcast_modules([self.actor, self.critic, self.target_critic])
-        betas = tuple(self.c.betas)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=self.c.actor_lr, betas=betas)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=self.c.critic_lr, betas=betas)
+        betas = tuple(self.shac.betas)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=self.shac.actor_lr, betas=betas)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=self.shac.critic_lr, betas=betas)
         self.noise_gen = torch.Generator().manual_seed(derive_seed(seed, "noise", comm.rank))
         self.seed = seed
         self.iter = 0
@@ -112,14 +127,14 @@ class SHAC:
         return torch.cat([obs_n, self.priv_norm(priv)], dim=-1)
 
     def _noise(self, like: torch.Tensor) -> torch.Tensor:
-        return self.c.action_noise_std * torch.randn(like.shape, generator=self.noise_gen).to(self.device)
+        return self.shac.action_noise_std * torch.randn(like.shape, generator=self.noise_gen).to(self.device)
 
     def _probes(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        k = self.c.gradvar_every
+        k = self.shac.gradvar_every
         if k <= 0 or self.iter % k:
             return None
         hidden = self.actor.head.in_features
-        r = min(self.c.gradvar_rows, NUM_ACTIONS)
+        r = min(self.shac.gradvar_rows, NUM_ACTIONS)
         return (torch.zeros(self.n, r, hidden, device=self.device, requires_grad=True),
                 torch.zeros(self.n, NUM_ACTIONS, device=self.device, requires_grad=True))
 
@@ -132,8 +147,8 @@ class SHAC:
         (`update_norm`), so every step of one rollout is scored by the same function (DiffRL). A world whose
         state turns non-finite is cut out of the loss and of the gradient (its episode ends), so it cannot
         poison the update of the other worlds."""
-        c, task, env = self.c, self.task, self.env
-        h, n, gamma = c.horizon, self.n, c.gamma
+        sc, task, env = self.shac, self.task, self.env
+        h, n, gamma = sc.horizon, self.n, sc.gamma
         alive_bonus = self.cfg.reward.alive_bonus
         state = env.state
         obs = task.observation(state, task.frame, task.last_action)
@@ -201,8 +216,8 @@ class SHAC:
         return loss / (n * h), rec, log
 
     def iteration(self) -> dict:
-        c, task, env, n = self.c, self.task, self.env, self.n
-        for opt, lr in ((self.actor_opt, c.actor_lr), (self.critic_opt, c.critic_lr)):
+        sc, task, env, n = self.shac, self.task, self.env, self.n
+        for opt, lr in ((self.actor_opt, sc.actor_lr), (self.critic_opt, sc.critic_lr)):
             for g in opt.param_groups:
                 g["lr"] = lr * self._lr_frac()
         probes = self._probes()
@@ -222,10 +237,10 @@ class SHAC:
         self.comm.reduce_grads(params)
         grads = [p.grad for p in params if p.grad is not None]
         grad_norm = float(torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads]))) if grads else math.nan
-        ok = self.comm.sum_int(int(loss_ok and math.isfinite(grad_norm) and grad_norm <= c.max_grad_norm)) \
+        ok = self.comm.sum_int(int(loss_ok and math.isfinite(grad_norm) and grad_norm <= sc.max_grad_norm)) \
             == self.comm.world_size
         if ok:
-            torch.nn.utils.clip_grad_norm_(params, c.grad_clip)
+            torch.nn.utils.clip_grad_norm_(params, sc.grad_clip)
             self.actor_opt.step()
             self.consecutive_skips = 0
         else:
@@ -237,56 +252,56 @@ class SHAC:
             per_world = torch.cat([p.grad.reshape(n, -1) for p in probes], dim=1) * n  # each world's own loss
             grads = self.comm.gather(per_world).double().cpu().numpy()  # [N all ranks, P]
             gradvar = float(gradient_variance(grads))
-            if c.gradvar_bootstrap > 0:
+            if sc.gradvar_bootstrap > 0:
                 gradvar_std = bootstrap_variance_std(  # seeded by iteration: a resumed run logs the same figure
-                    grads, c.gradvar_bootstrap, np.random.default_rng(derive_seed(self.seed, "gradvar", self.iter)))
+                    grads, sc.gradvar_bootstrap, np.random.default_rng(derive_seed(self.seed, "gradvar", self.iter)))
 
         # 3. critic on TD(lambda) targets
         critic_loss = self._update_critic(rec["cin"], rec["r"], rec["done"], rec["next_v"]) if ok else math.nan
         # 4. discriminator
-        disc_log = self.reward.update()
+        discriminator_log = self.reward.update()
         self.iter += 1
         episodes = log.pop("episodes")
         ep_len_sum = log.pop("episode_len_sum")
-        out_log = {"actor_loss": float(loss.detach()), "critic_loss": critic_loss, "grad_norm": grad_norm,
-                   "gradvar": gradvar, "gradvar_std": gradvar_std, "lr_actor": c.actor_lr * self._lr_frac(), **log, **disc_log,
-                   "skipped": int(not ok),
-                   "bcg_triggers": bcg["triggers"], "bcg_bundles": bcg["bundles_completed"],
-                   "bcg_overflow": bcg["overflow"], "bcg_pool_use": bcg["pool_use_mean"],
-                   "bcg_spread_pos": bcg["branch_spread_pos"]}
-        out_log = self.comm.mean({k: v for k, v in out_log.items() if not isinstance(v, str)})
-        out_log["episodes"] = self.comm.sum_int(episodes)
-        out_log["episode_len"] = self.comm.sum_int(ep_len_sum) / out_log["episodes"] if out_log["episodes"] \
-            else math.nan
-        for k in ("falls", "terminations", "nonfinite"):
-            out_log[k] = self.comm.sum_int(log[k])
-        out_log["samples"] = n * c.horizon * self.comm.world_size
-        out_log["skipped_total"] = self.skipped_total
-        return out_log
+        means = {"actor_loss": float(loss.detach()), "critic_loss": critic_loss, "grad_norm": grad_norm,
+                 "gradvar": gradvar, "gradvar_std": gradvar_std, "lr_actor": sc.actor_lr * self._lr_frac(), **log,
+                 **discriminator_log, "skipped": int(not ok),
+                 "bcg_triggers": bcg["triggers"], "bcg_bundles": bcg["bundles_completed"],
+                 "bcg_overflow": bcg["overflow"], "bcg_pool_use": bcg["pool_use_mean"],
+                 "bcg_spread_pos": bcg["branch_spread_pos"]}
+        counts = {k: log[k] for k in ("falls", "terminations", "nonfinite")}
+        return reduce_iteration_log(self.comm, means, counts, episodes, ep_len_sum, n * sc.horizon,
+                                    self.skipped_total)
+
+    def stop_reason(self) -> str | None:
+        if self.consecutive_skips < self.shac.max_consecutive_skips:
+            return None
+        return (f"{self.consecutive_skips} updates in a row skipped (non-finite or gradient norm above "
+                "shac.max_grad_norm)")
 
     def td_lambda_targets(self, r: torch.Tensor, done: torch.Tensor, next_v: torch.Tensor) -> torch.Tensor:
         """TD(lambda) returns [h, N]: G_t = r_t + gamma ((1 - lam) V_{t+1} + lam G_{t+1}), where an episode
         end at t uses V_{t+1} (0 if terminated) for G_{t+1}, and G_h = V(s_h)."""
-        c = self.c
+        sc = self.shac
         g = next_v[-1]
         out = torch.empty_like(r)
         for t in reversed(range(r.shape[0])):
             g_next = torch.where(done[t], next_v[t], g) if t < r.shape[0] - 1 else next_v[t]
-            g = r[t] + c.gamma * ((1 - c.lam) * next_v[t] + c.lam * g_next)
+            g = r[t] + sc.gamma * ((1 - sc.lam) * next_v[t] + sc.lam * g_next)
             out[t] = g
         return out
 
     def _update_critic(self, cin, r, done, next_v) -> float:
-        c = self.c
+        sc = self.shac
         x = torch.stack(cin).reshape(-1, cin[0].shape[-1])
         y = self.td_lambda_targets(torch.stack(r), torch.stack(done), torch.stack(next_v)).reshape(-1)
         keep = torch.isfinite(y) & torch.isfinite(x).all(-1)
         x, y = x[keep], y[keep]
         total, count = 0.0, 0
-        mb = max(1, x.shape[0] // c.critic_minibatches)
-        for _ in range(c.critic_iters):
+        mb = max(1, x.shape[0] // sc.critic_minibatches)
+        for _ in range(sc.critic_iters):
             perm = torch.randperm(x.shape[0], generator=self.noise_gen).to(self.device)
-            for i in range(c.critic_minibatches):
+            for i in range(sc.critic_minibatches):
                 idx = perm[i * mb:(i + 1) * mb]
                 if idx.numel() == 0:
                     continue
@@ -294,22 +309,21 @@ class SHAC:
                 self.critic_opt.zero_grad(set_to_none=True)
                 loss.backward()
                 self.comm.reduce_grads(self.critic.parameters())
-                torch.nn.utils.clip_grad_norm_(self.critic.parameters(), c.grad_clip)
+                torch.nn.utils.clip_grad_norm_(self.critic.parameters(), sc.grad_clip)
                 self.critic_opt.step()
                 total += float(loss.detach())
                 count += 1
         with torch.no_grad():
             for tp, p in zip(self.target_critic.parameters(), self.critic.parameters()):
-                tp.mul_(c.target_tau).add_((1 - c.target_tau) * p)
+                tp.mul_(sc.target_tau).add_((1 - sc.target_tau) * p)
         return total / count if count else math.nan
 
     # ------------------------------------------------------------------ checkpoints / export
     def policy_network(self) -> torch.nn.Module:
         return self.actor
 
-    def finite(self) -> bool:
-        mods = [self.actor, self.critic, self.target_critic, self.norm, self.priv_norm, *self.reward.modules()]
-        return all(bool(torch.isfinite(t).all()) for m in mods for t in list(m.parameters()) + list(m.buffers()))
+    def modules(self) -> list[torch.nn.Module]:
+        return [self.actor, self.critic, self.target_critic, self.norm, self.priv_norm, *self.reward.modules()]
 
     def state_dict(self) -> dict:
         return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),

@@ -33,8 +33,8 @@ import torch
 from bcg_sim.config import ConfigError
 from bcg_sim.g1 import joint_limits
 from bcg_sim.policy import ReferenceWindow, RobotState, build_observation
-from bcg_sim.policy.observation import quat_rotate_inv, quat_to_rot6d
-
+from bcg_sim.quat import rotate_inv as quat_rotate_inv
+from bcg_sim.quat import to_rot6d as quat_to_rot6d
 from bcg_train.config import FEATURE_GROUPS, TrainConfig
 
 CM_PER_M = 100.0
@@ -393,7 +393,8 @@ class Task:
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
         s = self.env.state
-        return {"frame": self.frame.clone(), "steps": self.steps.clone(), "last_action": self.last_action.detach().clone(),
+        return {"frame": self.frame.clone(), "steps": self.steps.clone(),
+                "last_action": self.last_action.detach().clone(),
                 "sim_state": [x.detach().clone() for x in s.as_tuple()], "gen": self.gen.get_state(),
                 "joint_q": self.env.joint_q.detach().clone(), "joint_qd": self.env.joint_qd.detach().clone(),
                 "hazard": self.hazard.clone(), "push_timer": self.push_timer.clone(),

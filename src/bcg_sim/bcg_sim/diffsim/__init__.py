@@ -1,9 +1,9 @@
 """bcg_sim.diffsim: differentiable batched G1 simulation with Bundled Contact Gradients, on one of two backends
 (backend: Newton Featherstone on Warp, or native Pinocchio ABA with analytic derivatives). Modules: config
 (SimConfig, config/sim.yaml), backend (make_simulator), model (Newton model + contact/PD tables), native (the
-Pinocchio backend, csrc/), kernels (Warp kernels), state (bcg <-> Newton state conventions), bridge (torch autograd Function per
-control step), bundle (BCG), env (batched env with reset/step/termination), world_params (per-world physical
-constants: domain randomization). Docs: docs/sim.md."""
+Pinocchio backend, csrc/), kernels (Warp kernels), state (bcg <-> Newton state conventions), bridge (torch autograd
+Function per control step), bundle (BCG), env (batched env with reset/step/termination), world_params (per-world
+physical constants: domain randomization). Docs: docs/sim.md."""
 
 import os
 

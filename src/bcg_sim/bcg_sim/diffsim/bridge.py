@@ -3,7 +3,8 @@
 Each differentiable control step owns a preallocated `_StepBuffers`: one wp.Tape per substep, `substeps + 1`
 Newton States and `substeps` Controls. A tape replays whatever is in the arrays it recorded at backward time,
 so steps must not share arrays; torch's graph chains the steps (10 steps of 4 substeps give the state of 1 step
-of 40 bitwise and its gradient to 1e-7). Buffers are reused across rollouts: `Simulator.new_rollout()` starts again from the first,
+of 40 bitwise and its gradient to 1e-7). Buffers are reused across rollouts: `Simulator.new_rollout()` starts again
+from the first,
 and a backward through a step whose buffers were since reused raises.
 
 Per substep, on its own tape: contact wrench (kernels.contact_wrench) -> PD torque (kernels.pd_torque) ->
@@ -24,8 +25,8 @@ import torch
 import warp as wp
 from torch.autograd.function import once_differentiable
 
-from bcg_sim.diffsim import kernels
 from bcg_sim.config import ConfigError
+from bcg_sim.diffsim import kernels
 from bcg_sim.diffsim.config import SimConfig
 from bcg_sim.diffsim.model import COORDS_PER_WORLD, DOFS_PER_WORLD, NUM_JOINTS, G1Model, build_model
 

@@ -40,11 +40,15 @@ On a touchdown in step t of world i (foot f):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
 from bcg_sim.diffsim.config import BCGConfig
+from bcg_sim.quat import conjugate, exp_smooth, log_smooth, multiply, wxyz_to_xyzw, xyzw_to_wxyz
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # ---------------------------------------------------------------------------------------------- maths
 
@@ -65,40 +69,8 @@ def sample_ball(n: int, dim: int, radius: float, generator: torch.Generator, ant
     return x.to(device)
 
 
-def _qmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Hamilton product of x y z w quaternions [..., 4]."""
-    ax, ay, az, aw = a.unbind(-1)
-    bx, by, bz, bw = b.unbind(-1)
-    return torch.stack([
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-        aw * bw - ax * bx - ay * by - az * bz,
-    ], dim=-1)
-
-
-def _qconj(q: torch.Tensor) -> torch.Tensor:
-    return torch.cat([-q[..., :3], q[..., 3:]], dim=-1)
-
-
-_TINY = 1e-20  # keeps sqrt differentiable at exactly zero rotation without changing any float32 result
-
-
-def quat_log(r: torch.Tensor) -> torch.Tensor:
-    """Rotation vector [..., 3] of x y z w quaternions r (w >= 0 assumed)."""
-    v, w = r[..., :3], r[..., 3:]
-    n = torch.sqrt((v * v).sum(-1, keepdim=True) + _TINY)
-    return v * (2.0 * torch.atan2(n, w) / n)
-
-
-def quat_exp(rv: torch.Tensor) -> torch.Tensor:
-    """x y z w quaternion [..., 4] of rotation vectors rv [..., 3]."""
-    half = 0.5 * torch.sqrt((rv * rv).sum(-1, keepdim=True) + _TINY)
-    return torch.cat([rv * (torch.sin(half) / (2.0 * half)), torch.cos(half)], dim=-1)
-
-
 def quat_mean_about(q_ref: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """Mean of quaternions q [B, ..., 4] about q_ref [..., 4] (x y z w), carried by q only.
+    """Mean of quaternions q [B, ..., 4] about q_ref [..., 4] (w x y z), carried by q only.
 
     Rotation: each q_k is sign-aligned with q_ref, mapped to the rotation vector of q_ref^-1 q_k, averaged
     and mapped back (tangent-space mean; safe for any sign and for spreads up to pi). Norm: the result is
@@ -107,9 +79,9 @@ def quat_mean_about(q_ref: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     when every q_k == q_ref the result is q_ref bitwise and its gradient is the unbundled one."""
     ref = q_ref.detach()
     sign = torch.where((q * ref).sum(-1, keepdim=True) < 0, -1.0, 1.0)
-    rel = _qmul(_qconj(ref).expand_as(q), q * sign)
-    rel = rel * torch.where(rel[..., 3:] < 0, -1.0, 1.0)  # shortest arc
-    rot = _qmul(ref, quat_exp(quat_log(rel).mean(0)))
+    rel = multiply(conjugate(ref).expand_as(q), q * sign)
+    rel = rel * torch.where(rel[..., :1] < 0, -1.0, 1.0)  # shortest arc
+    rot = multiply(ref, exp_smooth(log_smooth(rel).mean(0)))
     m = q.norm(dim=-1, keepdim=True).mean(0)
     return rot * (m / m.detach())
 
@@ -117,13 +89,14 @@ def quat_mean_about(q_ref: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 def bundle_mean(main: torch.Tensor, branches: torch.Tensor, quat_slice: slice | None = None) -> torch.Tensor:
     """Mean of branch outcomes [B, ..., D] written as main [..., D] + mean deviation, main a constant
     (so the value is exactly main when the branches equal it, and all gradient flows into the branches);
-    entries in `quat_slice` (x y z w) use `quat_mean_about`."""
+    entries in `quat_slice` (a quaternion in Newton's x y z w) use `quat_mean_about`."""
     ref = main.detach()
     out = ref + (branches - ref).mean(0)
     if quat_slice is None:
         return out
-    q = quat_mean_about(ref[..., quat_slice], branches[..., quat_slice])
-    return torch.cat([out[..., : quat_slice.start], q, out[..., quat_slice.stop:]], dim=-1)
+    q = quat_mean_about(xyzw_to_wxyz(ref[..., quat_slice]), xyzw_to_wxyz(branches[..., quat_slice]))
+    return torch.cat([out[..., : quat_slice.start], wxyz_to_xyzw(q), out[..., quat_slice.stop:]], dim=-1)
+
 
 # ------------------------------------------------------------------------------------------- pool
 

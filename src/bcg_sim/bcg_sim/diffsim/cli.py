@@ -6,7 +6,8 @@
 
 parity: the project's G1 starts in its default standing pose in bcg_sim (the configured backend, kappa contact
 law, at sim_dt) and in MuJoCo (`bcg_sim.g1.load_mujoco`, its own soft contact, at the fixed reference dt
---mujoco-dt, default 0.5 ms, explicit PD), with the same effort-limited PD law, gains (default: the bring-up stand gains) and armature, and follows the same PD-target sequence (default pose plus a sum of
+--mujoco-dt, default 0.5 ms, explicit PD), with the same effort-limited PD law, gains (default: the bring-up stand
+gains) and armature, and follows the same PD-target sequence (default pose plus a sum of
 sines on every joint) for `--seconds`. Reported per control step: body-position divergence (mean and max over
 the 30 bodies of |p_bcg - p_mujoco| [m]) and each simulator's deepest sole-sphere penetration [m].
 """
@@ -23,7 +24,6 @@ import time
 import numpy as np
 
 from bcg_sim.config import ConfigError
-
 
 # MuJoCo is the reference: it steps at this fixed dt whatever bcg_sim's substep, so figures of different
 # bcg_sim settings compare against the same physics.
@@ -114,7 +114,8 @@ def _parity(args) -> int:
     t0 = time.perf_counter()
     r = run_parity(cfg, args.seconds, args.amplitude, args.mujoco_dt)
     print(f"bcg-sim parity: done in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-    print(f"bcg_sim ({cfg.backend}) vs MuJoCo (dt {args.mujoco_dt * 1e3:g} ms): G1, {args.seconds:g} s, dt {cfg.sim_dt * 1e3:g} ms, kappa {cfg.contact.kappa:g} kN/m, "
+    print(f"bcg_sim ({cfg.backend}) vs MuJoCo (dt {args.mujoco_dt * 1e3:g} ms): G1, {args.seconds:g} s, "
+          f"dt {cfg.sim_dt * 1e3:g} ms, kappa {cfg.contact.kappa:g} kN/m, "
           f"{args.gains} PD gains x{args.kp_scale:g}/x{args.kd_scale:g}, target amplitude {args.amplitude:g} rad")
     print(f"{'t [s]':>6} {'body |dp| mean':>15} {'max':>8} {'pen bcg [mm]':>13} {'pen mj [mm]':>12} "
           f"{'z bcg':>7} {'z mj':>7}")
@@ -134,7 +135,8 @@ def _parity(args) -> int:
 
 
 def run_track(cfg, clip, seconds: float, worlds: int) -> dict:
-    """Open-loop PD replay of a reference clip (a `bcg_sim.motion.Motion`): `worlds` starts spread over the clip's first half, each reset to
+    """Open-loop PD replay of a reference clip (a `bcg_sim.motion.Motion`): `worlds` starts spread over the clip's
+    first half, each reset to
     the clip's state and driven by PD targets = the clip's joint positions one control step ahead. Returns the
     mean per-body position error [m] against the clip's own body positions (MuJoCo FK of its frames) over the
     replay (with its standard error over the starts and each start's own mean), and the fraction of worlds that

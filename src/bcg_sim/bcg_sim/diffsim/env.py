@@ -24,8 +24,9 @@ from bcg_sim.diffsim.backend import make_branch_pool, make_simulator
 from bcg_sim.diffsim.bundle import BCGStats, Bundler
 from bcg_sim.diffsim.config import SimConfig, load_sim_config
 from bcg_sim.diffsim.model import NUM_JOINTS
-from bcg_sim.diffsim.state import SimState, from_newton, quat_xyzw_to_wxyz, to_newton
+from bcg_sim.diffsim.state import SimState, from_newton, to_newton
 from bcg_sim.diffsim.world_params import WorldParams
+from bcg_sim.quat import xyzw_to_wxyz
 
 _BODY_QUAT = slice(3, 7)  # x y z w within Newton's (p, q) transforms and the free joint's coordinates
 
@@ -270,7 +271,7 @@ class G1DiffEnv:
         return EnvStep(
             state=state,
             body_pos_w=body_q[..., 0:3],
-            body_quat_w=quat_xyzw_to_wxyz(body_q[..., 3:7]),
+            body_quat_w=xyzw_to_wxyz(body_q[..., 3:7]),
             body_lin_vel_w=body_qd[..., 0:3],
             body_ang_vel_w=body_qd[..., 3:6],
             foot_force=o.foot_force,

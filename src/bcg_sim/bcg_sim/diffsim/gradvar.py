@@ -158,11 +158,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="runs/gradvar")
     args = ap.parse_args(argv)
 
+    from tqdm import tqdm
+
     import bcg_sim.motion
     from bcg_sim.config import ConfigError
     from bcg_sim.diffsim import G1DiffEnv, load_sim_config
-
-    from tqdm import tqdm
 
     base = load_sim_config(args.config)
     overrides = {k: v for k, v in (("pool_size", args.pool_size), ("sigma", args.sigma),

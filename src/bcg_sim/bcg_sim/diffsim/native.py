@@ -35,10 +35,10 @@ import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
 
-from bcg_sim import g1
+from bcg_sim import g1, quat
 from bcg_sim.config import ConfigError
-from bcg_sim.diffsim.config import SimConfig
 from bcg_sim.diffsim.bridge import StepOutput
+from bcg_sim.diffsim.config import SimConfig
 from bcg_sim.diffsim.model import COORDS_PER_WORLD, DOFS_PER_WORLD, NUM_JOINTS, body_sphere_indices, pd_gains
 from bcg_sim.diffsim.world_params import MASS_BODIES, WorldParams
 
@@ -331,16 +331,14 @@ def _cached_bound(cfg: SimConfig, m: NativeModel) -> float:
     return _BOUNDS[key]
 
 
-# ------------------------------------------------------------------------------ quaternion helpers (x y z w)
+# ------------------------------------------------------- rotations by Newton's x y z w quaternions (bcg_sim.quat)
 
 def _quat_rotate_xyzw(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    u, w = q[..., :3], q[..., 3:]
-    t = 2.0 * torch.cross(u, v, dim=-1)
-    return v + w * t + torch.cross(u, t, dim=-1)
+    return quat.rotate(quat.xyzw_to_wxyz(q), v)
 
 
 def _quat_rotate_inv_xyzw(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    return _quat_rotate_xyzw(torch.cat([-q[..., :3], q[..., 3:]], dim=-1), v)
+    return quat.rotate(quat.conjugate(quat.xyzw_to_wxyz(q)), v)
 
 
 def newton_to_pin_velocity(joint_q, joint_qd, root_com_b):

@@ -15,21 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from bcg_sim.diffsim.kernels import FREE_COORDS, FREE_DOFS
-
-
-def quat_wxyz_to_xyzw(q: torch.Tensor) -> torch.Tensor:
-    return torch.cat([q[..., 1:4], q[..., 0:1]], dim=-1)
-
-
-def quat_xyzw_to_wxyz(q: torch.Tensor) -> torch.Tensor:
-    return torch.cat([q[..., 3:4], q[..., 0:3]], dim=-1)
-
-
-def quat_rotate_wxyz(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Rotate v [..., 3] by unit quaternions q [..., 4] (w x y z)."""
-    w, u = q[..., :1], q[..., 1:]
-    t = 2.0 * torch.cross(u, v, dim=-1)
-    return v + w * t + torch.cross(u, t, dim=-1)
+from bcg_sim.quat import rotate, wxyz_to_xyzw, xyzw_to_wxyz
 
 
 @dataclass
@@ -58,18 +44,18 @@ class SimState:
 def to_newton(s: SimState, root_com_b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """bcg state -> (joint_q [N, 36], joint_qd [N, 35]) in Newton's layout. root_com_b: [3] pelvis COM."""
     q = s.root_quat_w / s.root_quat_w.norm(dim=-1, keepdim=True)
-    com_offset_w = quat_rotate_wxyz(q, root_com_b.expand_as(s.root_pos_w))
+    com_offset_w = rotate(q, root_com_b.expand_as(s.root_pos_w))
     v_com = s.root_lin_vel_w + torch.cross(s.root_ang_vel_w, com_offset_w, dim=-1)
-    joint_q = torch.cat([s.root_pos_w, quat_wxyz_to_xyzw(q), s.joint_pos], dim=-1)
+    joint_q = torch.cat([s.root_pos_w, wxyz_to_xyzw(q), s.joint_pos], dim=-1)
     joint_qd = torch.cat([v_com, s.root_ang_vel_w, s.joint_vel], dim=-1)
     return joint_q, joint_qd
 
 
 def from_newton(joint_q: torch.Tensor, joint_qd: torch.Tensor, root_com_b: torch.Tensor) -> SimState:
     """Newton (joint_q [N, 36], joint_qd [N, 35]) -> bcg state."""
-    quat = quat_xyzw_to_wxyz(joint_q[:, 3:FREE_COORDS])
+    quat = xyzw_to_wxyz(joint_q[:, 3:FREE_COORDS])
     omega = joint_qd[:, 3:FREE_DOFS]
-    com_offset_w = quat_rotate_wxyz(quat, root_com_b.expand(joint_q.shape[0], 3))
+    com_offset_w = rotate(quat, root_com_b.expand(joint_q.shape[0], 3))
     v_origin = joint_qd[:, 0:3] - torch.cross(omega, com_offset_w, dim=-1)
     return SimState(
         root_pos_w=joint_q[:, 0:3],

@@ -14,8 +14,7 @@ from bcg_sim.motion.formats import MotionFormatError, validate  # noqa: E402
 from bcg_sim.motion.kinematics import complete, foot_heights, foot_speeds, forward_kinematics  # noqa: E402
 from bcg_sim.motion.library import BUILTIN, builtin, cache_dir, load, save  # noqa: E402
 from bcg_sim.motion.motion import Motion  # noqa: E402
-from bcg_sim.motion.ops import (align_ground, clip, from_23dof, ground_offset, hold_error, resample,  # noqa: E402
-                                to_23dof, window)
+from bcg_sim.motion.ops import align_ground, clip, from_23dof, ground_offset, hold_error, resample, to_23dof, window  # noqa: E402
 
 __all__ = [
     "BUILTIN", "Motion", "MotionFormatError", "align_ground", "builtin", "cache_dir", "clip", "complete",

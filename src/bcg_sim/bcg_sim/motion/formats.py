@@ -14,9 +14,9 @@ from typing import Any, Callable
 import numpy as np
 
 from bcg_sim.g1 import JOINTS_29, joint_limits
-from bcg_sim.motion import _model, rotations
 from bcg_sim.motion.config import ValidationConfig, motions_config
 from bcg_sim.motion.motion import Motion
+from bcg_sim.quat import wxyz_to_xyzw, xyzw_to_wxyz
 
 NUM_JOINTS = len(JOINTS_29)
 CSV_FPS = 30.0  # LAFAN1-G1 files carry no rate; Unitree's retargeting is 30 fps
@@ -126,7 +126,7 @@ def read_csv(path: str | os.PathLike, fps: float | None = None) -> Motion:
     except ValueError as exc:
         raise _fail(path, f"non-numeric value ({exc})") from exc
     motion = Motion(name=path.stem, fps=rate, root_pos_w=data[:, 0:3],
-                    root_quat_w=rotations.xyzw_to_wxyz(data[:, 3:7]), joint_pos=data[:, 7:], source=str(path))
+                    root_quat_w=xyzw_to_wxyz(data[:, 3:7]), joint_pos=data[:, 7:], source=str(path))
     return validate(motion, path)
 
 
@@ -137,7 +137,7 @@ def write_csv(motion: Motion, path: str | os.PathLike) -> None:
     if named is not None and not np.isclose(named, motion.fps):
         raise _fail(path, f"the file name says {named:g} fps but the motion is {motion.fps:g} fps "
                           f"(resample it, or name the file *_{motion.fps:g}hz.csv)")
-    data = np.concatenate([motion.root_pos_w, rotations.wxyz_to_xyzw(motion.root_quat_w), motion.joint_pos], 1)
+    data = np.concatenate([motion.root_pos_w, wxyz_to_xyzw(motion.root_quat_w), motion.joint_pos], 1)
     # 17 significant digits: float64 round-trips exactly.
     np.savetxt(path, data, delimiter=",", fmt="%.17g")
 
@@ -198,7 +198,7 @@ def read_pkl(path: str | os.PathLike, clip: str | None = None) -> Motion:
     joints = _pkl_joints(path, entry)
     motion = Motion(name=str(key), fps=float(np.asarray(entry["fps"], dtype=float).reshape(-1)[0]),
                     root_pos_w=np.asarray(entry["root_trans_offset"], float),
-                    root_quat_w=rotations.xyzw_to_wxyz(np.asarray(entry["root_rot"], float)),
+                    root_quat_w=xyzw_to_wxyz(np.asarray(entry["root_rot"], float)),
                     joint_pos=joints, source=str(path))
     return validate(motion, path)
 
@@ -221,7 +221,7 @@ def write_pkl(motion: Motion, path: str | os.PathLike) -> None:
 
     entry = {
         "root_trans_offset": motion.root_pos_w,
-        "root_rot": rotations.wxyz_to_xyzw(motion.root_quat_w),
+        "root_rot": wxyz_to_xyzw(motion.root_quat_w),
         "dof": motion.joint_pos[:, PHC_JOINTS],
         PKL_FULL_DOF_KEY: motion.joint_pos,
         "fps": motion.fps,

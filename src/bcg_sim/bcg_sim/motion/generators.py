@@ -23,10 +23,10 @@ from scipy.interpolate import PchipInterpolator
 
 from bcg_sim.config import ConfigError
 from bcg_sim.g1 import JOINTS_29
-from bcg_sim.motion import _model, ik, kinematics, rotations
-from bcg_sim.motion.config import (GenerationConfig, JumpConfig, KeyframedConfig, PoseKey, RunConfig,
-                                   SwingConfig)
+from bcg_sim.motion import _model, ik, kinematics
+from bcg_sim.motion.config import GenerationConfig, JumpConfig, KeyframedConfig, PoseKey, RunConfig, SwingConfig
 from bcg_sim.motion.motion import Motion
+from bcg_sim.quat import from_euler_zyx
 
 # Bump when the generator code changes in a way that changes its output (part of the cache key).
 GENERATOR_VERSION = 2  # 2: 8.5-9 s clips; a curving run; jump sequences with turns; footwork pelvis over the support
@@ -73,7 +73,7 @@ def generate(name: str, cfg: GenerationConfig) -> Motion:
     plan = builders[name](cfg)
     qpos = np.concatenate([plan.root_pos_w, plan.root_quat_w, plan.joint_pos], axis=1)
     foot_target = plan.foot_pos_w + np.array([0.0, 0.0, ik.sole_height()])
-    foot_quat = rotations.from_euler_zyx(np.zeros_like(plan.foot_yaw), plan.foot_pitch, plan.foot_yaw)
+    foot_quat = from_euler_zyx(np.zeros_like(plan.foot_yaw), plan.foot_pitch, plan.foot_yaw)
     rot_weight = np.where(plan.foot_swing, cfg.ik.swing_rotation_weight, 1.0)
     qpos = ik.solve_legs(qpos, foot_target, foot_quat, rot_weight, cfg.ik)
     motion = Motion(name=name, fps=float(cfg.fps), root_pos_w=qpos[:, :3], root_quat_w=qpos[:, 3:7],
@@ -276,7 +276,7 @@ def _run(c: RunConfig, fps: float, g: float) -> _Plan:
     rate = (wanted.derivative()(np.clip(times, tk[0], tk[-1])) * ((times >= tk[0]) & (times <= tk[-1]))
             if wanted is not None else np.zeros_like(times))  # the keys' turn rate [rad/s]
     bank = -np.arctan(c.speed * rate / g)  # lean into the turn (a left turn rolls the pelvis left: roll < 0)
-    quat = rotations.from_euler_zyx(c.roll_amplitude * stride + bank, np.full_like(times, c.lean),
+    quat = from_euler_zyx(c.roll_amplitude * stride + bank, np.full_like(times, c.lean),
                                     psi[frame] + c.yaw_amplitude * stride)
     joints = np.tile(_model.default_joint_pos(), (times.size, 1))
     for name, value in {
@@ -350,7 +350,7 @@ def _jump(c: JumpConfig, fps: float, g: float) -> _Plan:
               for holds in feet_holds]
     yaw = _interp(np.array(yaw_t), np.array(yaw_v), times)
     pitch = _interp(np.array(pitch_t), np.array(pitch_v), times)
-    quat = rotations.from_euler_zyx(np.zeros_like(times), pitch, yaw)
+    quat = from_euler_zyx(np.zeros_like(times), pitch, yaw)
 
     def key_time(k: float) -> float:
         i = int(np.clip(np.floor(k), 0, len(durations) - 1))
@@ -397,7 +397,7 @@ def _keyframed(c: KeyframedConfig, fps: float) -> _Plan:
     cos, sin = np.cos(heading), np.sin(heading)
     root = np.stack([support[:, 0] + cos * offset[:, 0] - sin * offset[:, 1],
                      support[:, 1] + sin * offset[:, 0] + cos * offset[:, 1], offset[:, 2]], axis=1)
-    quat = rotations.from_euler_zyx(rpy[:, 0], rpy[:, 1], heading + rpy[:, 2])
+    quat = from_euler_zyx(rpy[:, 0], rpy[:, 1], heading + rpy[:, 2])
     joints = _upper_body(c.poses, c.keys, times)
     return _Plan(times, root, quat, joints, foot_pos, foot_yaw, foot_pitch, foot_swing)
 

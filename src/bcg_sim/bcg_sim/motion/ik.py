@@ -6,8 +6,11 @@ import mujoco
 import numpy as np
 
 from bcg_sim import g1
-from bcg_sim.motion import _model, rotations
+from bcg_sim.motion import _model
 from bcg_sim.motion.config import IKConfig
+from bcg_sim.quat import conjugate as quat_conjugate
+from bcg_sim.quat import log as quat_log
+from bcg_sim.quat import multiply as quat_multiply
 
 LEG_JOINTS = slice(0, 12)  # motor order: left leg 0-5, right leg 6-11
 _NUM = 12
@@ -107,5 +110,5 @@ def _evaluate(m: mujoco.MjModel, d: mujoco.MjData, feet: tuple[int, int], pos: n
     for k, b in enumerate(feet):
         mujoco.mj_jacBody(m, d, jac[6 * k:6 * k + 3], jac[6 * k + 3:6 * k + 6], b)
         e[6 * k:6 * k + 3] = pos[k] - d.xpos[b]
-        e[6 * k + 3:6 * k + 6] = rotations.log(rotations.multiply(quat[k], rotations.conjugate(d.xquat[b])))
+        e[6 * k + 3:6 * k + 6] = quat_log(quat_multiply(quat[k], quat_conjugate(d.xquat[b])))
     return e

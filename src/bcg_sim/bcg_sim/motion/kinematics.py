@@ -5,9 +5,11 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from bcg_sim.motion import _model, rotations
+from bcg_sim.motion import _model
 from bcg_sim.motion.config import ContactConfig, motions_config
 from bcg_sim.motion.motion import Motion
+from bcg_sim.quat import angular_velocity_w
+from bcg_sim.quat import to_matrix as quat_to_matrix
 
 
 def complete(motion: Motion, contact: ContactConfig | None = None) -> Motion:
@@ -20,7 +22,7 @@ def complete(motion: Motion, contact: ContactConfig | None = None) -> Motion:
     contact = motions_config().contact if contact is None else contact
     dt = motion.dt
     motion.root_lin_vel_w = _gradient(motion.root_pos_w, dt)
-    motion.root_ang_vel_w = rotations.angular_velocity_w(motion.root_quat_w, motion.fps)
+    motion.root_ang_vel_w = angular_velocity_w(motion.root_quat_w, motion.fps)
     motion.joint_vel = _gradient(motion.joint_pos, dt)
     motion.body_names = _model.body_names()
     motion.body_pos_w, motion.body_quat_w = forward_kinematics(motion.qpos())
@@ -29,7 +31,7 @@ def complete(motion: Motion, contact: ContactConfig | None = None) -> Motion:
     motion.body_pos_w[:, 0] = motion.root_pos_w
     motion.body_quat_w[:, 0] = motion.root_quat_w
     motion.body_lin_vel_w = _gradient(motion.body_pos_w, dt)
-    motion.body_ang_vel_w = rotations.angular_velocity_w(motion.body_quat_w, motion.fps)
+    motion.body_ang_vel_w = angular_velocity_w(motion.body_quat_w, motion.fps)
     motion.foot_contact = contacts(motion, contact)
     return motion
 
@@ -70,7 +72,7 @@ def _foot_indices(motion: Motion) -> list[int]:
 def foot_sphere_positions_w(motion: Motion) -> np.ndarray:
     """[T, 2, S, 3] world positions (m) of the sole sphere centres of the (left, right) foot."""
     idx = _foot_indices(motion)
-    rot = rotations.to_matrix(motion.body_quat_w[:, idx])  # [T, 2, 3, 3]
+    rot = quat_to_matrix(motion.body_quat_w[:, idx])  # [T, 2, 3, 3]
     local = _model.foot_spheres()  # [S, 3]
     return motion.body_pos_w[:, idx, None, :] + np.einsum("tfij,sj->tfsi", rot, local)
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bcg_sim import quat
 from bcg_sim.config import config_dir
-from bcg_sim.motion import _model, formats, generators, ik, kinematics, ops, rotations
+from bcg_sim.motion import _model, formats, generators, ik, kinematics, ops
 from bcg_sim.motion.config import motions_config
 from bcg_sim.motion.motion import Motion
 
@@ -117,7 +118,7 @@ def cache_key(name: str) -> str:
     h = hashlib.sha256()
     h.update(json.dumps([name, generators.GENERATOR_VERSION, dataclasses.asdict(cfg.generation),
                          dataclasses.asdict(cfg.contact)], sort_keys=True, default=str).encode())
-    for module in (generators, ik, kinematics, rotations, _model):
+    for module in (generators, ik, kinematics, quat, _model):
         h.update(inspect.getsource(module).encode())
     m = _model.model()
     for arr in (m.body_pos, m.body_quat, m.jnt_axis, m.jnt_range, m.geom_pos, m.geom_size):

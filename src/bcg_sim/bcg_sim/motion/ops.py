@@ -10,9 +10,10 @@ import dataclasses
 import numpy as np
 
 from bcg_sim.g1 import JOINTS_29, index_29_to_23
-from bcg_sim.motion import kinematics, rotations
+from bcg_sim.motion import kinematics
 from bcg_sim.motion.config import motions_config
 from bcg_sim.motion.motion import Motion
+from bcg_sim.quat import slerp as quat_slerp
 
 # Frame times are compared with this slack (s) so that e.g. a 4.0 s clip keeps its last frame at any rate.
 _TIME_EPS = 1e-9
@@ -36,7 +37,7 @@ def resample(motion: Motion, fps: float) -> Motion:
     out.fps = float(fps)
     out.root_pos_w = _lerp(motion.root_pos_w, i0, i1, s)
     out.joint_pos = _lerp(motion.joint_pos, i0, i1, s)
-    out.root_quat_w = rotations.slerp(motion.root_quat_w[i0], motion.root_quat_w[i1], s)
+    out.root_quat_w = quat_slerp(motion.root_quat_w[i0], motion.root_quat_w[i1], s)
     exact = s < _TIME_EPS  # keep the source quaternion bit-for-bit where no interpolation is needed
     out.root_quat_w[exact] = motion.root_quat_w[i0[exact]]
     return kinematics.complete(out)

@@ -26,8 +26,8 @@ def hold_module(n_obs: int):
 
 
 def export_hold(out_dir: str, formats=("onnx", "torchscript"), ref_horizon: int | None = None):
-    from bcg_sim.policy.contract import default_contract
     from bcg_sim.policy.artifact import export_policy
+    from bcg_sim.policy.contract import default_contract
 
     # Stand gains: a zero action leaves nothing to balance the robot, so the PD itself must hold it up.
     contract = default_contract(ref_horizon=ref_horizon, reference_name="stand", gains="stand")

@@ -21,7 +21,8 @@ import yaml
 
 from bcg_sim.config import ConfigError, from_dict, load_yaml
 from bcg_sim.g1.joints import JOINTS_29, MOTORS, stand_gains
-from bcg_sim.policy.observation import STANDARD_LAYOUT, _is_torch, _like, feature_size
+from bcg_sim.policy.observation import STANDARD_LAYOUT, _like, feature_size
+from bcg_sim.quat import is_torch
 
 FORMAT = "bcg_policy"
 METADATA_VERSION = 1
@@ -100,12 +101,12 @@ class PolicyContract:
         """(obs - mean) / std clipped to +-clip, numpy or torch [..., n_obs]."""
         x = (obs - _like(self.observation.mean, obs)) / _like(self.observation.std, obs)
         c = self.observation.clip
-        return x.clamp(-c, c) if _is_torch(x) else np.clip(x, -c, c).astype(np.float32)
+        return x.clamp(-c, c) if is_torch(x) else np.clip(x, -c, c).astype(np.float32)
 
     def action_to_target(self, action):
         """Joint position targets [..., 29] rad from raw actions [..., 29] (numpy or torch)."""
         c = self.action_clip
-        a = action.clamp(-c, c) if _is_torch(action) else np.clip(action, -c, c)
+        a = action.clamp(-c, c) if is_torch(action) else np.clip(action, -c, c)
         return _like(self.default_joint_pos, a) + _like(self.action_scale, a) * a
 
     # --- io ---

@@ -30,6 +30,8 @@ from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
+from bcg_sim.quat import conjugate, is_torch, multiply, rotate_inv, to_rot6d
+
 Array = Any  # np.ndarray or torch.Tensor
 
 
@@ -60,21 +62,9 @@ class ReferenceWindow(NamedTuple):
     root_ang_vel_w: Array  # [..., K, 3] rad/s, world frame
 
 
-# --- array-namespace helpers: the same code for numpy and torch ------------------------------------
-def _is_torch(x: Array) -> bool:
-    return type(x).__module__.startswith("torch")
-
-
-def _stack(xs: Sequence[Array]) -> Array:
-    if _is_torch(xs[0]):
-        import torch
-
-        return torch.stack(list(xs), dim=-1)
-    return np.stack(xs, axis=-1)
-
-
+# --- array-namespace helpers: the same code for numpy and torch (is_torch, stack: bcg_sim.quat) -----
 def _cat(xs: Sequence[Array]) -> Array:
-    if _is_torch(xs[0]):
+    if is_torch(xs[0]):
         import torch
 
         return torch.cat(list(xs), dim=-1)
@@ -83,7 +73,7 @@ def _cat(xs: Sequence[Array]) -> Array:
 
 def _like(values: Sequence[float] | np.ndarray, ref: Array) -> Array:
     """A constant as an array of ref's kind, dtype and device."""
-    if _is_torch(ref):
+    if is_torch(ref):
         import torch
 
         return torch.as_tensor(np.asarray(values), dtype=ref.dtype, device=ref.device)
@@ -94,48 +84,10 @@ def _flatten_last2(x: Array) -> Array:
     return x.reshape(*x.shape[:-2], x.shape[-2] * x.shape[-1])
 
 
-# --- quaternion maths (w x y z), elementwise so both libraries run it ------------------------------
-def quat_conj(q: Array) -> Array:
-    return _stack([q[..., 0], -q[..., 1], -q[..., 2], -q[..., 3]])
-
-
-def quat_mul(a: Array, b: Array) -> Array:
-    """Hamilton product a ⊗ b, [..., 4]."""
-    aw, ax, ay, az = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
-    bw, bx, by, bz = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
-    return _stack([aw * bw - ax * bx - ay * by - az * bz,
-                   aw * bx + ax * bw + ay * bz - az * by,
-                   aw * by - ax * bz + ay * bw + az * bx,
-                   aw * bz + ax * by - ay * bx + az * bw])
-
-
-def quat_rotate_inv(q: Array, v: Array) -> Array:
-    """R(q)^T v: a world vector [..., 3] expressed in the frame whose orientation is q [..., 4]."""
-    w = q[..., 0:1]
-    u = q[..., 1:4]
-    # v' = v - 2w (u x v) + 2 u x (u x v)  (rotation by the conjugate)
-    uv = _cross(u, v)
-    return v - 2.0 * w * uv + 2.0 * _cross(u, uv)
-
-
-def _cross(a: Array, b: Array) -> Array:
-    return _stack([a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1],
-                   a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2],
-                   a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]])
-
-
-def quat_to_rot6d(q: Array) -> Array:
-    """First two columns of R(q), row-major [R00 R01 R10 R11 R20 R21], [..., 6]."""
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    return _stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z),
-                   2 * (x * y + w * z), 1 - 2 * (x * x + z * z),
-                   2 * (x * z - w * y), 2 * (y * z + w * x)])
-
-
 def projected_gravity(base_quat_w: Array) -> Array:
     """Unit gravity direction in the body frame [..., 3]; (0, 0, -1) when upright."""
     g = _like([0.0, 0.0, -1.0], base_quat_w) * (base_quat_w[..., :3] * 0 + 1)  # broadcast to batch
-    return quat_rotate_inv(base_quat_w, g)
+    return rotate_inv(base_quat_w, g)
 
 
 # --- features ---------------------------------------------------------------------------------------
@@ -150,7 +102,7 @@ class _Inputs(NamedTuple):
 def _ref_ori(i: _Inputs) -> Array:
     base = i.state.base_quat_w[..., None, :]  # [..., 1, 4] against [..., K, 4]
     base = base + 0 * i.ref.root_quat_w  # broadcast to K frames
-    return _flatten_last2(quat_to_rot6d(quat_mul(quat_conj(base), i.ref.root_quat_w)))
+    return _flatten_last2(to_rot6d(multiply(conjugate(base), i.ref.root_quat_w)))
 
 
 FEATURES: dict[str, tuple[Callable[[int], int], Callable[[_Inputs], Array]]] = {
@@ -163,9 +115,9 @@ FEATURES: dict[str, tuple[Callable[[int], int], Callable[[_Inputs], Array]]] = {
     "ref_joint_pos_rel": (lambda k: 29 * k, lambda i: _flatten_last2(i.ref.joint_pos - i.default)),
     "ref_root_ori_b": (lambda k: 6 * k, _ref_ori),
     "ref_root_lin_vel_b": (lambda k: 3 * k, lambda i: _flatten_last2(
-        quat_rotate_inv(i.ref.root_quat_w, i.ref.root_lin_vel_w))),
+        rotate_inv(i.ref.root_quat_w, i.ref.root_lin_vel_w))),
     "ref_root_ang_vel_b": (lambda k: 3 * k, lambda i: _flatten_last2(
-        quat_rotate_inv(i.ref.root_quat_w, i.ref.root_ang_vel_w))),
+        rotate_inv(i.ref.root_quat_w, i.ref.root_ang_vel_w))),
     "phase": (lambda k: 1, lambda i: i.phase),
 }
 STANDARD_LAYOUT: tuple[str, ...] = tuple(FEATURES)  # the default order of a new contract
@@ -192,7 +144,7 @@ def build_observation(robot_state: RobotStateLike, reference_window: ReferenceWi
     if reference_window.joint_pos.shape[-2] != k:
         raise ValueError(f"reference window has {reference_window.joint_pos.shape[-2]} frames, contract "
                          f"ref_horizon is {k}")
-    if not _is_torch(phase):
+    if not is_torch(phase):
         phase = _like(np.asarray(phase, dtype=np.float64), ref_t)
     if phase.ndim == 0:
         phase = phase.reshape(1)
@@ -206,7 +158,7 @@ def build_observation(robot_state: RobotStateLike, reference_window: ReferenceWi
             raise ValueError(f"observation feature {item.name} has size {x.shape[-1]}, layout says {item.size}")
         parts.append(x)
     obs = _cat(_broadcast(parts))
-    return obs if _is_torch(obs) else obs.astype(np.float32)
+    return obs if is_torch(obs) else obs.astype(np.float32)
 
 
 def _broadcast(parts: list[Array]) -> list[Array]:
@@ -215,6 +167,6 @@ def _broadcast(parts: list[Array]) -> list[Array]:
     if len(set(shapes)) == 1:
         return parts
     batch = np.broadcast_shapes(*shapes)
-    if _is_torch(parts[0]):
+    if is_torch(parts[0]):
         return [p.expand(*batch, p.shape[-1]) for p in parts]
     return [np.broadcast_to(p, (*batch, p.shape[-1])) for p in parts]

@@ -10,7 +10,6 @@ that its heading at t0 equals the robot's; root positions are shifted so the cli
 
 from __future__ import annotations
 
-import math
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,32 +17,17 @@ from pathlib import Path
 import numpy as np
 
 from bcg_sim.g1.joints import JOINTS_29
-from bcg_sim.policy.observation import ReferenceWindow, quat_conj, quat_mul
+from bcg_sim.policy.observation import ReferenceWindow
+from bcg_sim.quat import conjugate, from_yaw, multiply, rotate, yaw
 
 NUM_JOINTS = len(JOINTS_29)
-
-
-def _yaw_of(q: np.ndarray) -> float:
-    w, x, y, z = q
-    return math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
-
-
-def _yaw_quat(yaw: float) -> np.ndarray:
-    return np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
-
-
-def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """R(q) v for q [4] and v [..., 3]."""
-    w, u = q[0], q[1:]
-    uv = np.cross(u, v)
-    return v + 2.0 * w * uv + 2.0 * np.cross(u, uv)
 
 
 def _angular_velocity_w(quat: np.ndarray, fps: float) -> np.ndarray:
     """World angular velocity [T, 3] from orientations [T, 4] by finite differences (last row repeated)."""
     if len(quat) < 2:
         return np.zeros((len(quat), 3))
-    dq = quat_mul(quat[1:], quat_conj(quat[:-1]))  # rotation from frame t to t+1, world frame
+    dq = multiply(quat[1:], conjugate(quat[:-1]))  # rotation from frame t to t+1, world frame
     dq = dq * np.sign(dq[:, :1] + 1e-12)  # shortest way
     vec = dq[:, 1:]
     s = np.linalg.norm(vec, axis=1, keepdims=True)
@@ -140,9 +124,9 @@ class ReferenceTrack:
     def align_yaw(self, robot_base_quat_w: np.ndarray, t0: float = 0.0) -> None:
         """Rotate the clip about z so its heading at t0 equals the robot's; start it at the origin."""
         start = self.sample(np.array([t0]), aligned=False)
-        self.yaw_offset = _yaw_of(np.asarray(robot_base_quat_w, dtype=np.float64)) - _yaw_of(start["root_quat_w"][0])
+        self.yaw_offset = float(yaw(np.asarray(robot_base_quat_w, dtype=np.float64)) - yaw(start["root_quat_w"][0]))
         p0 = start["root_pos_w"][0]
-        self.pos_offset = -_rotate(_yaw_quat(self.yaw_offset), np.array([p0[0], p0[1], 0.0]))
+        self.pos_offset = -rotate(from_yaw(self.yaw_offset), np.array([p0[0], p0[1], 0.0]))
 
     def sample(self, times: np.ndarray, aligned: bool = True) -> dict[str, np.ndarray]:
         """Arrays at `times` [N] s (linear interpolation, nlerp for quaternions; clamped to the clip)."""
@@ -166,11 +150,11 @@ class ReferenceTrack:
             "root_ang_vel_w": np.where(past_end, 0.0, lerp(self.root_ang_vel_w)),
         }
         if aligned and (self.yaw_offset != 0.0 or np.any(self.pos_offset)):
-            qy = _yaw_quat(self.yaw_offset)
-            out["root_pos_w"] = _rotate(qy, out["root_pos_w"]) + self.pos_offset
-            out["root_quat_w"] = quat_mul(np.broadcast_to(qy, out["root_quat_w"].shape), out["root_quat_w"])
-            out["root_lin_vel_w"] = _rotate(qy, out["root_lin_vel_w"])
-            out["root_ang_vel_w"] = _rotate(qy, out["root_ang_vel_w"])
+            qy = from_yaw(self.yaw_offset)
+            out["root_pos_w"] = rotate(qy, out["root_pos_w"]) + self.pos_offset
+            out["root_quat_w"] = multiply(np.broadcast_to(qy, out["root_quat_w"].shape), out["root_quat_w"])
+            out["root_lin_vel_w"] = rotate(qy, out["root_lin_vel_w"])
+            out["root_ang_vel_w"] = rotate(qy, out["root_ang_vel_w"])
         return out
 
     def window(self, t: float, horizon: int, dt: float) -> ReferenceWindow:

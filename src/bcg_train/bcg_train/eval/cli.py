@@ -70,7 +70,8 @@ def _run(args: argparse.Namespace, cfg) -> int:
         raise EvalError(f"policy folder {args.policy!r} does not exist")
     noise = args.noise or (cfg.noise_q_std, cfg.noise_dq_std, cfg.noise_gyro_std)
     cfg = dataclasses.replace(cfg, runs=args.runs, seconds=args.seconds, action_latency_s=args.latency,
-                              noise_q_std=noise[0], noise_dq_std=noise[1], noise_gyro_std=noise[2]).validate("arguments")
+                              noise_q_std=noise[0], noise_dq_std=noise[1],
+                              noise_gyro_std=noise[2]).validate("arguments")
     if args.ros and args.mjcf:
         raise EvalError("--ros runs the bridge's own model; --mjcf is for the Python path only")
     try:

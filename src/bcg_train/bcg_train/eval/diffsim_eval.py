@@ -56,7 +56,8 @@ def diffsim_rollouts(policy: Policy, cfg: EvalConfig, seeds: list[int], seconds:
     motors hold their last targets)."""
     from bcg_policy_node.policy_runner import PolicyFault, PolicyRunner
     from bcg_sim.diffsim.backend import make_simulator
-    from bcg_sim.diffsim.state import SimState, from_newton, quat_rotate_wxyz, to_newton
+    from bcg_sim.diffsim.state import SimState, from_newton, to_newton
+    from bcg_sim.quat import conjugate, rotate
 
     sim_cfg = sim_config_for(policy, kappa)
     n = len(seeds)
@@ -77,8 +78,7 @@ def diffsim_rollouts(policy: Policy, cfg: EvalConfig, seeds: list[int], seconds:
 
     def robot(st: SimState, i: int) -> RobotState:
         quat = st.root_quat_w[i:i + 1]
-        conj = torch.cat([quat[:, :1], -quat[:, 1:]], dim=-1)
-        w_b = quat_rotate_wxyz(conj, st.root_ang_vel_w[i:i + 1])[0]
+        w_b = rotate(conjugate(quat), st.root_ang_vel_w[i:i + 1])[0]
         return RobotState(st.joint_pos[i].double().numpy(), st.joint_vel[i].double().numpy(),
                           quat[0].double().numpy(), w_b.double().numpy())
 

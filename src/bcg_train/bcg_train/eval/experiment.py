@@ -368,7 +368,8 @@ def kappa_map(args, eval_cfg, out: Path) -> str:
         from bcg_train.eval.playback import export_playback
 
         folder = out / f"playback_{Path(args.playback).stem}"
-        path = folder if (args.resume and (folder / "policy.yaml").is_file()) else export_playback(args.playback, folder)
+        resumed = args.resume and (folder / "policy.yaml").is_file()
+        path = folder if resumed else export_playback(args.playback, folder)
     else:
         folder = out / "hold_policy"
         path = args.policy or (folder if (args.resume and (folder / "policy.yaml").is_file())
