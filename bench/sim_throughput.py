@@ -242,7 +242,8 @@ def draw_dr(n: int, gen: torch.Generator):
     p.mass_scale[:, MASS_BODIES.index("pelvis")] = u(DR_ON["pelvis_mass_scale"], n)
     p.mass_scale[:, MASS_BODIES.index("torso_link")] = u(DR_ON["torso_mass_scale"], n)
     off = torch.tensor(DR_ON["torso_com_offset"], dtype=torch.float64)
-    p.com_offset_b[:, MASS_BODIES.index("torso_link")] = (2 * torch.rand(n, 3, generator=gen, dtype=torch.float64) - 1) * off
+    u = 2 * torch.rand(n, 3, generator=gen, dtype=torch.float64) - 1  # uniform in [-1, 1]
+    p.com_offset_b[:, MASS_BODIES.index("torso_link")] = u * off
     return p
 
 
@@ -373,11 +374,13 @@ def dr_pairs(n: int, horizon: int, repeats: int, pairs: int) -> None:
         ratios.append(res[1]["seconds"] / res[0]["seconds"])
         cpu_ratios.append(res[1]["cpu_seconds"] / res[0]["cpu_seconds"])
         print(f"  pair {k + 1}: off {res[0]['samples_per_s']:.0f} samples/s ({res[0]['seconds']:.2f} s, CPU "
-              f"{res[0]['cpu_seconds']:.2f} s, {res[0]['bundles']} bundles), on {res[1]['samples_per_s']:.0f} samples/s "
+              f"{res[0]['cpu_seconds']:.2f} s, {res[0]['bundles']} bundles), "
+              f"on {res[1]['samples_per_s']:.0f} samples/s "
               f"({res[1]['seconds']:.2f} s, CPU {res[1]['cpu_seconds']:.2f} s, {res[1]['bundles']} bundles): time "
               f"{ratios[-1]:.2f}x, CPU {cpu_ratios[-1]:.2f}x", flush=True)
     r, c = np.array(ratios), np.array(cpu_ratios)
-    print(f"randomization off {np.median(sps[False]):.0f} samples/s, on {np.median(sps[True]):.0f} samples/s (medians); "
+    print(f"randomization off {np.median(sps[False]):.0f} samples/s, "
+          f"on {np.median(sps[True]):.0f} samples/s (medians); "
           f"time on/off median {np.median(r):.2f}x ({r.min():.2f}-{r.max():.2f}x), CPU time median {np.median(c):.2f}x "
           f"({c.min():.2f}-{c.max():.2f}x)", flush=True)
 

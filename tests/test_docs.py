@@ -90,7 +90,8 @@ def test_relative_links_resolve(path):
 
 def test_slug_matches_github():
     assert slug("Choosing B and H") == "choosing-b-and-h"
-    assert slug("A 5 ms substep: the normal contact spring implicit") == "a-5-ms-substep-the-normal-contact-spring-implicit"
+    heading = "A 5 ms substep: the normal contact spring implicit"
+    assert slug(heading) == "a-5-ms-substep-the-normal-contact-spring-implicit"
     assert slug("On a robot (ROS 2 Humble/Jazzy/Kilted + colcon)") == "on-a-robot-ros-2-humblejazzykilted--colcon"
     assert slug("Run `bcg-eval` — [results](x.md)") == "run-bcg-eval--results"
 
