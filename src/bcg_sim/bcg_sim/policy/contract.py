@@ -20,7 +20,7 @@ import numpy as np
 import yaml
 
 from bcg_sim.config import ConfigError, from_dict, load_yaml
-from bcg_sim.g1.joints import JOINTS_29, MOTORS, stand_gains
+from bcg_sim.g1.joints import JOINTS_29, MOTORS, joint_limits, stand_gains
 from bcg_sim.policy.observation import STANDARD_LAYOUT, _like, feature_size
 from bcg_sim.quat import is_torch
 
@@ -104,10 +104,15 @@ class PolicyContract:
         return x.clamp(-c, c) if is_torch(x) else np.clip(x, -c, c).astype(np.float32)
 
     def action_to_target(self, action):
-        """Joint position targets [..., 29] rad from raw actions [..., 29] (numpy or torch)."""
+        """Joint position targets [..., 29] rad from raw actions [..., 29] (numpy or torch), inside the joints'
+        ranges: the robot never asks a motor to push past its range, so training must not either -- a policy
+        trained with unclipped targets learns to command past the range for extra PD torque, and that torque is
+        missing on the robot (a fight policy clipped 10 % of its targets, by up to 8 rad, and fell)."""
         c = self.action_clip
         a = action.clamp(-c, c) if is_torch(action) else np.clip(action, -c, c)
-        return _like(self.default_joint_pos, a) + _like(self.action_scale, a) * a
+        q = _like(self.default_joint_pos, a) + _like(self.action_scale, a) * a
+        lower, upper = (_like(x, a) for x in joint_limits())
+        return q.clamp(min=lower, max=upper) if is_torch(q) else np.clip(q, lower, upper)
 
     # --- io ---
     def to_dict(self) -> dict[str, Any]:
