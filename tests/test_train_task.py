@@ -148,3 +148,27 @@ def test_action_delay_applies_the_previous_action_in_delayed_episodes(tmp_path):
     assert torch.equal(prev.grad[:, 0] > 0, task.delayed) and torch.equal(now.grad[:, 0] > 0, ~task.delayed)
     none = _task(tmp_path / "none", n=50)
     assert not bool(none.delayed.any())
+
+
+def test_training_targets_stay_in_the_joint_ranges_the_node_enforces(tmp_path):
+    """Training drives the simulator with the targets the node would send: a raw action past a joint's range
+    gives the range's end (no extra PD torque the robot would not get), with zero gradient there, and the node's
+    PolicyRunner sends the same targets for the same action."""
+    from bcg_sim.g1.joints import joint_limits
+
+    task = _task(tmp_path)
+    lower, upper = (torch.as_tensor(x, dtype=torch.float32) for x in joint_limits())
+    action = torch.full((2, 29), 50.0)
+    action[1] = -50.0
+    action.requires_grad_()
+    target = task.contract.action_to_target(action)
+    assert torch.allclose(target[0], upper) and torch.allclose(target[1], lower)
+    env_target = task.env.default_joint_pos + task.env.cfg.actuation.action_scale * task.env_action(action)
+    assert torch.allclose(env_target[0], upper, atol=1e-5) and torch.allclose(env_target[1], lower, atol=1e-5)
+    target.sum().backward()
+    assert float(action.grad.abs().max()) == 0.0
+    inside = torch.zeros(1, 29, requires_grad=True)  # the default pose: inside every range, gradient = scale
+    task.contract.action_to_target(inside).sum().backward()
+    assert bool((inside.grad > 0).all())
+    node = task.contract.action_to_target(action.detach()[0].numpy().astype("float64"))
+    assert node == pytest.approx(target[0].detach().numpy(), abs=1e-6)
