@@ -2,7 +2,8 @@
 
 `load_sim_config()` reads the YAML through `bcg_sim.config.load_config`, then `SimConfig.validate()` checks
 every physical bound and raises `ConfigError` naming the key, so a bad value fails at construction and not
-as a NaN twenty seconds into a rollout.
+as a NaN twenty seconds into a rollout. The YAML documents each value; the dataclass defaults are the same
+values (tests/test_diffsim.py holds them equal), so a sim YAML that leaves a key out means config/sim.yaml's.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ class SolverConfig:
     max_stable_dt: float = 0.0005  # [s], newton backend: measured for the G1 with Featherstone (docs/sim.md)
     stability_safety: float = 0.2  # newton backend: dt <= safety * 2 / omega_contact as well
     native_stability_safety: float = 0.9  # native backend: dt <= this x its computed bound (native.stable_dt_bound)
-    stable_pd: bool = False  # native backend: implicit PD (gains on the mass-matrix diagonal)
+    stable_pd: bool = True  # native backend: implicit PD (gains on the mass-matrix diagonal)
     # native backend, with stable_pd: keep the PD's damping at kd (the explicit law's): the stable PD's implicit
     # position error adds dt*kp of damping, so kd - dt*kp is passed as its damping (docs/sim.md)
-    stable_pd_exact_damping: bool = False
-    implicit_contact: bool = False  # native backend: contact damping implicit (a point mass dt*c per sphere)
+    stable_pd_exact_damping: bool = True
+    implicit_contact: bool = True  # native backend: contact damping implicit (a point mass dt*c per sphere)
     # native backend, with implicit_contact: the normal spring implicit too (backward Euler in contact: ke acts on
     # the end-of-substep penetration, a damping kd + dt*ke on the end-of-substep normal velocity; docs/sim.md)
     implicit_contact_spring: bool = False
@@ -44,7 +45,9 @@ class ContactConfig:
     effective_mass: float = 1.0  # m_eff per sphere [kg]
     friction_mu: float = 0.8
     friction_slope_ratio: float = 1.0  # kf = ratio * kd
-    body_spheres: dict[str, float] = field(default_factory=dict)  # body -> radius [m], at its COM
+    body_spheres: dict[str, float] = field(default_factory=lambda: {  # body -> radius [m], at its COM
+        "pelvis": 0.10, "torso_link": 0.12, "left_knee_link": 0.06, "right_knee_link": 0.06,
+        "left_elbow_link": 0.05, "right_elbow_link": 0.05, "left_wrist_yaw_link": 0.05, "right_wrist_yaw_link": 0.05})
 
     @property
     def ke(self) -> float:
@@ -87,33 +90,33 @@ class TerminationConfig:
 @dataclass
 class BCGConfig:
     enabled: bool = True
-    branches: int = 8  # B
-    horizon: int = 2  # H, control steps
+    branches: int = 6  # B
+    horizon: int = 1  # H, control steps
     sigma: float = 0.005  # [m]
     sigma_v: float = 0.05  # [m/s]
     trigger_force: float = 50.0  # [N]
     rearm_force: float = 0.0  # [N] a foot re-arms after a control step whose peak force stayed <= this
-    pool_size: int = 32  # branch worlds, a multiple of B
+    pool_size: int = 192  # branch worlds, a multiple of B
     antithetic: bool = True
     seed: int = 0
     # How the foot perturbation enters the generalized coordinates: "base" shifts the floating base (the whole
     # robot moves, exactly dp / dv at every point); "leg" moves only the contacting leg's 6 joints by
     # dq = J+ dp, dqd = J+ dv (J: sole-centre translational Jacobian, damped least squares).
-    perturbation: str = "base"
+    perturbation: str = "leg"
     leg_damping: float = 0.03  # [m] DLS damping lambda of J+ = J^T (J J^T + lambda^2 I)^-1; |J+| <= 1/(2 lambda)
     # Where a touchdown's branches start: "step" at the start of the touchdown's control step; "contact" at the
     # last substep state before the foot's contact onset in it (native backend only). Both end at the same
     # control-step boundary, so the bundle spans the same contact; "contact" skips simulating the flight before.
-    start: str = "step"
+    start: str = "contact"
 
 
 @dataclass
 class SimConfig:
     device: str = "cpu"
-    backend: str = "newton"  # "newton" (Warp Featherstone, CPU and CUDA) or "native" (Pinocchio ABA, CPU)
+    backend: str = "native"  # "newton" (Warp Featherstone, CPU and CUDA) or "native" (Pinocchio ABA, CPU)
     variant: str = "29dof"
     control_hz: float = 50.0
-    sim_dt: float = 0.0005  # [s]
+    sim_dt: float = 0.002  # [s]
     max_tape_steps: int = 64
     solver: SolverConfig = field(default_factory=SolverConfig)
     contact: ContactConfig = field(default_factory=ContactConfig)
