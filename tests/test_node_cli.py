@@ -60,10 +60,10 @@ def test_params_file_with_yaml_syntax_error(node, tmp_path):
 
 
 @pytest.mark.parametrize("override, key", [("stale_timout_s:=0.1", "unknown key(s) ['stale_timout_s']"),
-                                           ("max_tilt_rad:=-1.0", "max_tilt_rad must be in (0, pi], got -1.0"),
-                                           ("executor:=threads", "executor must be events or single_threaded"),
-                                           ("nice:=-30", "nice must be in -20..19, got -30"),
-                                           ("cpu_affinity:=one", "cpu_affinity must be a cpu list"),
+                                           ("max_tilt_rad:=-1.0", "max_tilt_rad: must be in (0, pi], got -1.0"),
+                                           ("executor:=threads", "executor: must be events or single_threaded"),
+                                           ("nice:=-30", "nice: must be in -20..19, got -30"),
+                                           ("cpu_affinity:=one", "cpu_affinity: must be a cpu list"),
                                            ("cmd_rate_hz:=fast", "cmd_rate_hz: expected a number")])
 def test_policy_node_rejects_unknown_keys_and_bad_values(hold, override, key):
     line = _one_error_line(_run("policy", *policy_node_args(hold), "-p", override))
@@ -105,7 +105,7 @@ def test_policy_node_pins_every_thread(hold):
         p.communicate(timeout=30)
 
 
-@pytest.mark.parametrize("override, key", [("variant:=31dof", "variant must be one of ['23dof', '29dof']"),
+@pytest.mark.parametrize("override, key", [("variant:=31dof", "variant: must be one of ['23dof', '29dof']"),
                                            ("ground_truth_bodies:=[pelvis,nose]",
                                             "ground_truth_bodies: G1 model has no body named 'nose'")])
 def test_bridge_rejects_unknown_variant_and_body(override, key):

@@ -57,7 +57,7 @@ from bcg_policy_node.policy_runner import PolicyFault, PolicyRunner
 from bcg_policy_node.remote import RemoteMapper
 from bcg_policy_node.safety import SafetyLimits, check_joint_limits, check_stale, check_tilt
 from bcg_policy_node.state_machine import ACTIVE, Event, Mode, StateMachine, Transition
-from bcg_sim.config import ConfigError
+from bcg_sim.config import ConfigError, checker
 from bcg_sim.g1.joints import joint_names, stand_gains
 from bcg_sim.policy import load_policy, projected_gravity
 from unitree_hg.msg import LowCmd, LowState  # noqa: F401 - LowState: the subscription's type (raw bytes)
@@ -101,29 +101,31 @@ class PolicyNodeConfig:
     gc_freeze: bool = True
 
     def __post_init__(self) -> None:
-        checks = (
-            ("policy_runtime", self.policy_runtime in ("onnx", "torchscript", "auto"), "onnx, torchscript or auto"),
-            ("cmd_rate_hz", self.cmd_rate_hz > 0, "> 0"),
-            ("stale_timeout_s", self.stale_timeout_s > 0, "> 0"),
-            ("move_to_default_s", self.move_to_default_s >= 0, ">= 0"),
-            ("damping_kd", self.damping_kd >= 0, ">= 0"),
-            ("max_tilt_rad", 0 < self.max_tilt_rad <= math.pi, "in (0, pi]"),
-            ("joint_limit_margin_rad", self.joint_limit_margin_rad >= 0, ">= 0"),
-            ("on_clip_end", self.on_clip_end in ("continue", "stop"), "continue or stop"),
-            ("mode_pr", self.mode_pr in (0, 1), "0 (pitch/roll) or 1 (A/B)"),
-            ("state_pub_rate_hz", self.state_pub_rate_hz >= 0, ">= 0 (0 = off)"),
-            ("diagnostics_rate_hz", self.diagnostics_rate_hz >= 0, ">= 0 (0 = off)"),
-            ("shutdown_damping_s", self.shutdown_damping_s >= 0, ">= 0"),
-            ("conflict_hold_s", self.conflict_hold_s >= 0, ">= 0"),
-            ("executor", self.executor in scheduling.EXECUTORS, " or ".join(scheduling.EXECUTORS)),
-            ("rt_priority", 0 <= self.rt_priority <= 99, "in 0..99"),
-            ("nice", -20 <= self.nice <= 19, "in -20..19"),
-            ("fallback_tick_periods", 1.0 <= self.fallback_tick_periods < 2.0, "in [1, 2)"),
-        )
-        for key, ok, want in checks:
-            if not ok:
-                raise ValueError(f"{key} must be {want}, got {getattr(self, key)!r}")
-        scheduling.parse_cpu_list(self.cpu_affinity)  # raises ValueError naming the key
+        need = checker()
+        need(self.policy_runtime in ("onnx", "torchscript", "auto"), "policy_runtime",
+             f"must be onnx, torchscript or auto, got {self.policy_runtime!r}")
+        need(self.cmd_rate_hz > 0, "cmd_rate_hz", f"must be > 0, got {self.cmd_rate_hz}")
+        need(self.stale_timeout_s > 0, "stale_timeout_s", f"must be > 0, got {self.stale_timeout_s}")
+        need(self.move_to_default_s >= 0, "move_to_default_s", f"must be >= 0, got {self.move_to_default_s}")
+        need(self.damping_kd >= 0, "damping_kd", f"must be >= 0, got {self.damping_kd}")
+        need(0 < self.max_tilt_rad <= math.pi, "max_tilt_rad", f"must be in (0, pi], got {self.max_tilt_rad}")
+        need(self.joint_limit_margin_rad >= 0, "joint_limit_margin_rad",
+             f"must be >= 0, got {self.joint_limit_margin_rad}")
+        need(self.on_clip_end in ("continue", "stop"), "on_clip_end",
+             f"must be continue or stop, got {self.on_clip_end!r}")
+        need(self.mode_pr in (0, 1), "mode_pr", f"must be 0 (pitch/roll) or 1 (A/B), got {self.mode_pr}")
+        need(self.state_pub_rate_hz >= 0, "state_pub_rate_hz", f"must be >= 0 (0 = off), got {self.state_pub_rate_hz}")
+        need(self.diagnostics_rate_hz >= 0, "diagnostics_rate_hz",
+             f"must be >= 0 (0 = off), got {self.diagnostics_rate_hz}")
+        need(self.shutdown_damping_s >= 0, "shutdown_damping_s", f"must be >= 0, got {self.shutdown_damping_s}")
+        need(self.conflict_hold_s >= 0, "conflict_hold_s", f"must be >= 0, got {self.conflict_hold_s}")
+        need(self.executor in scheduling.EXECUTORS, "executor",
+             f"must be {' or '.join(scheduling.EXECUTORS)}, got {self.executor!r}")
+        need(0 <= self.rt_priority <= 99, "rt_priority", f"must be in 0..99, got {self.rt_priority}")
+        need(-20 <= self.nice <= 19, "nice", f"must be in -20..19, got {self.nice}")
+        need(1.0 <= self.fallback_tick_periods < 2.0, "fallback_tick_periods",
+             f"must be in [1, 2), got {self.fallback_tick_periods}")
+        scheduling.parse_cpu_list(self.cpu_affinity)  # a ConfigError naming the key
 
 
 class PolicyNode(Node):

@@ -12,7 +12,7 @@ import math
 import os
 from dataclasses import dataclass, field, replace
 
-from bcg_sim.config import ConfigError, from_dict, load_config
+from bcg_sim.config import checker, from_dict, load_config
 
 
 @dataclass
@@ -154,11 +154,7 @@ class SimConfig:
 
     def validate(self) -> SimConfig:
         """Raise ConfigError on any value outside its physical range; returns self for chaining."""
-
-        def need(ok: bool, key: str, msg: str) -> None:
-            if not ok:
-                raise ConfigError(f"sim config: {key}: {msg}")
-
+        need = checker("sim config")
         c, b = self.contact, self.bcg
         need(self.backend in ("newton", "native"), "backend", f"must be 'newton' or 'native', got {self.backend!r}")
         need(0 < self.solver.native_stability_safety <= 1, "solver.native_stability_safety", "must be in (0, 1]")
