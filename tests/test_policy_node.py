@@ -24,6 +24,7 @@ torch = pytest.importorskip("torch")
 
 from ros_helpers import FakeRobot, NodeProcess, RosSide, isolated_domain, policy_node_args, wait_for  # noqa: E402
 
+from bcg_policy_node.state_machine import CommandKind  # noqa: E402
 from bcg_sim.g1.joints import JOINTS_29  # noqa: E402
 from bcg_sim.policy import default_contract, export_policy  # noqa: E402
 
@@ -85,12 +86,12 @@ def setup(tmp_path_factory):
     ros.close()
 
 
-def _cmd_kind(c) -> str:
+def _cmd_kind(c) -> CommandKind:
     if np.all(c.kp == 0) and np.all(c.kd == 0):
-        return "zero"
+        return CommandKind.ZERO
     if np.all(c.kp == 0) and np.allclose(c.kd, DAMPING_KD):
-        return "damp"
-    return "pd"
+        return CommandKind.DAMP
+    return CommandKind.PD
 
 
 def _to_mode(ros, robot, mode: str) -> None:
@@ -121,7 +122,7 @@ def _reset_accepted(ros, what: str, timeout: float = 10.0) -> None:
 
 def _last_damping(robot, n: int = 20) -> bool:
     last = robot.cmds_since(0)[-n:]
-    return len(last) == n and all(_cmd_kind(c) == "damp" and ok for _, c, ok in last)
+    return len(last) == n and all(_cmd_kind(c) == CommandKind.DAMP and ok for _, c, ok in last)
 
 
 def _assert_damping(robot, cause: str) -> None:
@@ -144,11 +145,12 @@ def test_startup_sequence_crc_mode_machine_and_policy_targets(setup):
     wait_for(lambda: robot.mode() == "ZERO_TORQUE", 5, "ZERO_TORQUE")
     t_zero, n_before = time.monotonic(), len(robot.modes()) - 1
     time.sleep(0.2)
-    assert all(_cmd_kind(c) == "zero" for _, c, _ in robot.cmds_since(t_zero)), "ZERO_TORQUE sends kp = kd = 0"
+    assert all(_cmd_kind(c) == CommandKind.ZERO for _, c, _ in robot.cmds_since(t_zero)), \
+        "ZERO_TORQUE sends kp = kd = 0"
     q_start = robot.q.copy()
     assert ros.call_trigger("/policy_node/start").success  # ZERO_TORQUE -> MOVE_TO_DEFAULT
     wait_for(lambda: robot.mode() == "HOLD", 3, "HOLD after the move")
-    pd = [c for _, c, _ in robot.cmds_since(0) if _cmd_kind(c) == "pd"]
+    pd = [c for _, c, _ in robot.cmds_since(0) if _cmd_kind(c) == CommandKind.PD]
     assert np.abs(pd[0].q - q_start).max() < 0.05, "the move starts at the measured pose"
     time.sleep(0.1)
     np.testing.assert_allclose(robot.last_cmd()[1].q, DEFAULT, atol=1e-6)

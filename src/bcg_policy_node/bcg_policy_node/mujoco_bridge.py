@@ -37,7 +37,7 @@ import math
 import sys
 from collections import deque
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence, get_args
 
 import mujoco
 import numpy as np
@@ -57,24 +57,27 @@ from bcg_policy_node import lowlevel, startup
 from bcg_policy_node.lowlevel import BadMessage, MotorCommand
 from bcg_sim.config import ConfigError, checker, resolve_config_path
 from bcg_sim.g1 import MOTORS, joints, load_mujoco
-from bcg_sim.g1.joints import VARIANTS, stand_gains
+from bcg_sim.g1.joints import VARIANTS, Variant, stand_gains
 from unitree_hg.msg import LowCmd, LowState
 
 # ---------------------------------------------------------------------------------------------------------
 # Configuration
 
 
+StartPose = Literal["standing", "lying"]
+
+
 @dataclass(frozen=True)
 class BridgeConfig:
     """The bridge's parameters (ROS 2 parameters of node ``mujoco_bridge``; config/mujoco_bridge.yaml)."""
 
-    variant: str  # G1 model variant, "29dof" or "23dof"
+    variant: Variant  # G1 model variant
     physics_dt: float  # [s] MuJoCo timestep; the PD law is recomputed every step
     lowstate_rate_hz: float  # /lowstate publication rate in sim time [Hz]
     realtime: bool  # true: sim time follows the wall clock; false: sim time on /clock, lockstep (below)
     lockstep_timeout_s: float  # realtime false: step when the last LowState was answered by a LowCmd or
     # after this many wall s without one (0: free-running, as fast as possible)
-    start_pose: str  # "standing" (default joint pose, feet on the ground) or "lying" (on the back)
+    start_pose: StartPose  # "standing" (default joint pose, feet on the ground) or "lying" (on the back)
     hold_start_pose: bool  # PD-hold the start pose (stand gains) until the first LowCmd with kp > 0 (gantry)
     mode_machine: int  # robot type reported in LowState (G1 = 5); a LowCmd with another one is dropped
     noise_q_std: float  # [rad] Gaussian noise on reported joint positions
@@ -99,8 +102,8 @@ class BridgeConfig:
         steps = 1.0 / (self.lowstate_rate_hz * self.physics_dt) if self.lowstate_rate_hz > 0 else 0.5
         need(abs(steps - round(steps)) < 1e-6, "lowstate_rate_hz", f"must be > 0 with a period of a whole number "
              f"of physics steps; got {self.lowstate_rate_hz} Hz with physics_dt {self.physics_dt} s")
-        need(self.start_pose in ("standing", "lying"), "start_pose",
-             f"must be 'standing' or 'lying', got {self.start_pose!r}")
+        need(self.start_pose in get_args(StartPose), "start_pose",
+             f"must be one of {get_args(StartPose)}, got {self.start_pose!r}")
         for name in ("noise_q_std", "noise_dq_std", "noise_gyro_std", "noise_acc_std",
                      "state_latency_s", "cmd_latency_s", "ground_truth_rate_hz", "remote_press_s",
                      "lockstep_timeout_s", "start_joint_noise", "start_root_vel_noise"):

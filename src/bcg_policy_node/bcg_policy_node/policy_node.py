@@ -36,6 +36,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import numpy as np
 import rclpy
@@ -56,7 +57,7 @@ from bcg_policy_node.monitors import GcMonitor, LoopStats, SourceMonitor
 from bcg_policy_node.policy_runner import PolicyFault, PolicyRunner
 from bcg_policy_node.remote import RemoteMapper
 from bcg_policy_node.safety import SafetyLimits, check_joint_limits, check_stale, check_tilt
-from bcg_policy_node.state_machine import ACTIVE, Event, Mode, StateMachine, Transition
+from bcg_policy_node.state_machine import ACTIVE, CommandKind, Event, Mode, StateMachine, Transition
 from bcg_sim.config import ConfigError, checker
 from bcg_sim.g1.joints import joint_names, stand_gains
 from bcg_sim.policy import load_policy, projected_gravity
@@ -64,6 +65,8 @@ from unitree_hg.msg import LowCmd, LowState  # noqa: F401 - LowState: the subscr
 
 PROG = "bcg-policy-node"
 NODE_NAME = "policy_node"
+PolicyRuntime = Literal["onnx", "torchscript", "auto"]  # bcg_sim.policy.load_policy's runtime
+OnClipEnd = Literal["continue", "stop"]
 LOG_THROTTLE_S = 1.0  # per-message warnings (rejected LowState, source conflict): at most one per this long
 
 
@@ -72,7 +75,7 @@ class PolicyNodeConfig:
     """The policy node's parameters (config/policy_node.yaml documents each; these are the defaults)."""
 
     policy_path: str = ""
-    policy_runtime: str = "onnx"
+    policy_runtime: PolicyRuntime = "onnx"
     lowstate_topic: str = "/lowstate"
     lowcmd_topic: str = "/lowcmd"
     cmd_rate_hz: float = 500.0
@@ -83,8 +86,8 @@ class PolicyNodeConfig:
     damping_kd: float = 8.0
     max_tilt_rad: float = 0.8
     joint_limit_margin_rad: float = 0.1
-    on_clip_end: str = "continue"
-    mode_pr: int = 0
+    on_clip_end: OnClipEnd = "continue"
+    mode_pr: Literal[0, 1] = 0  # LowCmd.mode_pr: 0 pitch/roll ankles, 1 A/B
     remote_start: list[str] = field(default_factory=lambda: ["start"])
     remote_stop: list[str] = field(default_factory=lambda: ["X"])
     remote_damp: list[str] = field(default_factory=lambda: ["select", "L2+B"])
@@ -93,7 +96,7 @@ class PolicyNodeConfig:
     diagnostics_rate_hz: float = 1.0
     shutdown_damping_s: float = 0.2
     conflict_hold_s: float = 1.0
-    executor: str = "events"
+    executor: scheduling.Executor = "events"
     rt_priority: int = 0
     nice: int = -5
     fallback_tick_periods: float = 1.5
@@ -102,8 +105,8 @@ class PolicyNodeConfig:
 
     def __post_init__(self) -> None:
         need = checker()
-        need(self.policy_runtime in ("onnx", "torchscript", "auto"), "policy_runtime",
-             f"must be onnx, torchscript or auto, got {self.policy_runtime!r}")
+        need(self.policy_runtime in get_args(PolicyRuntime), "policy_runtime",
+             f"must be {', '.join(get_args(PolicyRuntime))}, got {self.policy_runtime!r}")
         need(self.cmd_rate_hz > 0, "cmd_rate_hz", f"must be > 0, got {self.cmd_rate_hz}")
         need(self.stale_timeout_s > 0, "stale_timeout_s", f"must be > 0, got {self.stale_timeout_s}")
         need(self.move_to_default_s >= 0, "move_to_default_s", f"must be >= 0, got {self.move_to_default_s}")
@@ -111,8 +114,8 @@ class PolicyNodeConfig:
         need(0 < self.max_tilt_rad <= math.pi, "max_tilt_rad", f"must be in (0, pi], got {self.max_tilt_rad}")
         need(self.joint_limit_margin_rad >= 0, "joint_limit_margin_rad",
              f"must be >= 0, got {self.joint_limit_margin_rad}")
-        need(self.on_clip_end in ("continue", "stop"), "on_clip_end",
-             f"must be continue or stop, got {self.on_clip_end!r}")
+        need(self.on_clip_end in get_args(OnClipEnd), "on_clip_end",
+             f"must be {' or '.join(get_args(OnClipEnd))}, got {self.on_clip_end!r}")
         need(self.mode_pr in (0, 1), "mode_pr", f"must be 0 (pitch/roll) or 1 (A/B), got {self.mode_pr}")
         need(self.state_pub_rate_hz >= 0, "state_pub_rate_hz", f"must be >= 0 (0 = off), got {self.state_pub_rate_hz}")
         need(self.diagnostics_rate_hz >= 0, "diagnostics_rate_hz",
@@ -341,7 +344,7 @@ class PolicyNode(Node):
                 self.sm.fault(now, f"internal error: {type(exc).__name__}: {exc}")
             finally:
                 if self.sm.mode == Mode.DAMPING:
-                    self._publish_cmd("damp")
+                    self._publish_cmd(CommandKind.DAMP)
         self._tick += 1
         self.stats.compute.append(time.perf_counter() - t0)
 
@@ -399,11 +402,11 @@ class PolicyNode(Node):
         except PolicyFault as exc:
             sm.fault(now, str(exc))
 
-    def _publish_cmd(self, kind: str, q=None, kp=None, kd=None) -> None:
+    def _publish_cmd(self, kind: CommandKind, q=None, kp=None, kd=None) -> None:
         mm, pr = self._mode_machine, self.cfg.mode_pr
-        if kind == "none":
+        if kind == CommandKind.NONE:
             return
-        key = (kind, q.tobytes() if kind == "pd" else None)
+        key = (kind, q.tobytes() if kind == CommandKind.PD else None)
         if key == self._cmd_key:  # same targets as last tick (HOLD, between policy steps): reuse the msg
             if self._cmd.mode_machine != mm:  # only the robot's mode_machine changed: new CRC, same targets
                 self._cmd.mode_machine = mm
@@ -412,17 +415,17 @@ class PolicyNode(Node):
             self._counts["lowcmd"] += 1
             return
         self._cmd_key = None
-        if kind == "pd":
+        if kind == CommandKind.PD:
             try:
                 ll.fill_lowcmd(self._cmd, q, kp, kd, mode_machine=mm, mode_pr=pr)
             except ValueError as exc:  # non-finite targets: never sent; damp instead
                 self.sm.fault(self.now(), f"invalid targets: {exc}")
-                kind = "damp"
-        if kind == "zero":
+                kind = CommandKind.DAMP
+        if kind == CommandKind.ZERO:
             ll.fill_zero_torque(self._cmd, mode_machine=mm, mode_pr=pr)
-        elif kind == "damp":
+        elif kind == CommandKind.DAMP:
             ll.fill_damping(self._cmd, self.cfg.damping_kd, mode_machine=mm, mode_pr=pr)
-        self._cmd_key = (kind, q.tobytes() if kind == "pd" else None)  # kp/kd are fixed per kind
+        self._cmd_key = (kind, q.tobytes() if kind == CommandKind.PD else None)  # kp/kd are fixed per kind
         self.pub_cmd.publish(self._cmd)
         self._counts["lowcmd"] += 1
 
@@ -488,7 +491,7 @@ class PolicyNode(Node):
             self.sm.go(self.now(), Mode.DAMPING, "node shutdown")
         end = time.monotonic() + self.cfg.shutdown_damping_s
         while time.monotonic() < end:
-            self._publish_cmd("damp")
+            self._publish_cmd(CommandKind.DAMP)
             time.sleep(self.period)
 
 

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import os
+from typing import Literal, get_args
 
 from rclpy.executors import SingleThreadedExecutor
 
 from bcg_sim.config import ConfigError, checker
 
-EXECUTORS = ("events", "single_threaded")
+Executor = Literal["events", "single_threaded"]
+EXECUTORS: tuple[str, ...] = get_args(Executor)
 
 
 def parse_cpu_list(text: str | int) -> set[int]:

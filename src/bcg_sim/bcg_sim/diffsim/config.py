@@ -11,8 +11,14 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field, replace
+from typing import Literal, get_args
 
 from bcg_sim.config import checker, from_dict, load_config
+
+Backend = Literal["native", "newton"]
+Gains = Literal["policy", "stand"]
+Perturbation = Literal["base", "leg"]
+BundleStart = Literal["step", "contact"]
 
 
 @dataclass
@@ -74,7 +80,7 @@ class ContactConfig:
 class ActuationConfig:
     action_scale: float = 0.25  # [rad] per unit action
     min_armature: float = 0.01  # [kg m^2]
-    gains: str = "policy"  # "policy": MOTORS kp/kd (BeyondMimic); "stand": bcg_sim.g1.stand_gains()
+    gains: Gains = "policy"  # "policy": MOTORS kp/kd (BeyondMimic); "stand": bcg_sim.g1.stand_gains()
     kp_scale: float = 1.0  # multiplies the chosen kp
     kd_scale: float = 1.0  # multiplies the chosen kd
     joint_limit_ke: float = 10000.0  # [N m/rad] joint-range stop stiffness past a hinge's range (both backends)
@@ -102,18 +108,18 @@ class BCGConfig:
     # How the foot perturbation enters the generalized coordinates: "base" shifts the floating base (the whole
     # robot moves, exactly dp / dv at every point); "leg" moves only the contacting leg's 6 joints by
     # dq = J+ dp, dqd = J+ dv (J: sole-centre translational Jacobian, damped least squares).
-    perturbation: str = "leg"
+    perturbation: Perturbation = "leg"
     leg_damping: float = 0.03  # [m] DLS damping lambda of J+ = J^T (J J^T + lambda^2 I)^-1; |J+| <= 1/(2 lambda)
     # Where a touchdown's branches start: "step" at the start of the touchdown's control step; "contact" at the
     # last substep state before the foot's contact onset in it (native backend only). Both end at the same
     # control-step boundary, so the bundle spans the same contact; "contact" skips simulating the flight before.
-    start: str = "contact"
+    start: BundleStart = "contact"
 
 
 @dataclass
 class SimConfig:
     device: str = "cpu"
-    backend: str = "native"  # "newton" (Warp Featherstone, CPU and CUDA) or "native" (Pinocchio ABA, CPU)
+    backend: Backend = "native"  # "newton" (Warp Featherstone, CPU and CUDA) or "native" (Pinocchio ABA, CPU)
     variant: str = "29dof"
     control_hz: float = 50.0
     sim_dt: float = 0.002  # [s]
@@ -138,7 +144,7 @@ class SimConfig:
         """Largest substep accepted: the measured bound and the explicit contact spring-damper bound."""
         return min(self.solver.max_stable_dt, self.solver.stability_safety * 2.0 / self.contact.omega)
 
-    def with_backend(self, backend: str) -> SimConfig:
+    def with_backend(self, backend: Backend) -> SimConfig:
         """A copy on another backend. "newton": its own substep (solver.max_stable_dt) and the explicit PD and
         contact it implements (stable_pd, implicit_contact off); otherwise only `backend` changes."""
         if backend == "newton":
@@ -156,7 +162,7 @@ class SimConfig:
         """Raise ConfigError on any value outside its physical range; returns self for chaining."""
         need = checker("sim config")
         c, b = self.contact, self.bcg
-        need(self.backend in ("newton", "native"), "backend", f"must be 'newton' or 'native', got {self.backend!r}")
+        need(self.backend in get_args(Backend), "backend", f"must be one of {get_args(Backend)}, got {self.backend!r}")
         need(0 < self.solver.native_stability_safety <= 1, "solver.native_stability_safety", "must be in (0, 1]")
         need(self.solver.threads >= 1, "solver.threads", f"must be >= 1, got {self.solver.threads}")
         need(not (self.solver.stable_pd and self.backend == "newton"), "solver.stable_pd",
@@ -187,8 +193,8 @@ class SimConfig:
              f"whole number of substeps of {self.sim_dt} s")
         need(self.max_tape_steps >= 1, "max_tape_steps", "must be >= 1")
         need(self.actuation.min_armature >= 0, "actuation.min_armature", "must be >= 0")
-        need(self.actuation.gains in ("policy", "stand"), "actuation.gains",
-             f"must be 'policy' or 'stand', got {self.actuation.gains!r}")
+        need(self.actuation.gains in get_args(Gains), "actuation.gains",
+             f"must be one of {get_args(Gains)}, got {self.actuation.gains!r}")
         need(self.actuation.kp_scale >= 0, "actuation.kp_scale", "must be >= 0")
         need(self.actuation.kd_scale >= 0, "actuation.kd_scale", "must be >= 0")
         need(self.actuation.joint_limit_ke >= 0, "actuation.joint_limit_ke", "must be >= 0")
@@ -206,10 +212,10 @@ class SimConfig:
         need(b.branches < 1 or b.pool_size % b.branches == 0, "bcg.pool_size",
              f"must be a multiple of B={b.branches} (the pool is pool_size/B simulators of B worlds), "
              f"got {b.pool_size}")
-        need(b.perturbation in ("base", "leg"), "bcg.perturbation",
-             f"must be 'base' or 'leg', got {b.perturbation!r}")
+        need(b.perturbation in get_args(Perturbation), "bcg.perturbation",
+             f"must be one of {get_args(Perturbation)}, got {b.perturbation!r}")
         need(b.leg_damping > 0, "bcg.leg_damping", f"must be > 0 m, got {b.leg_damping}")
-        need(b.start in ("step", "contact"), "bcg.start", f"must be 'step' or 'contact', got {b.start!r}")
+        need(b.start in get_args(BundleStart), "bcg.start", f"must be one of {get_args(BundleStart)}, got {b.start!r}")
         need(not (b.start == "contact" and self.backend == "newton"), "bcg.start",
              "'contact' (branches from the contact-onset substep) needs the native backend; newton: 'step'")
         need(not (b.antithetic and b.branches % 2), "bcg.branches",
