@@ -8,14 +8,12 @@ import subprocess
 import sys
 
 import pytest
+import rclpy  # noqa: F401 - a hard dependency: a broken install fails, not skips
+import torch  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from ros_helpers import REPO, isolated_domain, policy_node_args
 
-pytest.importorskip("rclpy")
-pytest.importorskip("unitree_hg.msg")
-pytest.importorskip("torch")
-
-from ros_helpers import REPO, isolated_domain, policy_node_args  # noqa: E402
-
-from bcg_sim.policy.cli import export_hold  # noqa: E402
+import unitree_hg.msg  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from bcg_sim.policy.cli import export_hold
 
 NODES = {"policy": "bcg_policy_node.policy_node", "bridge": "bcg_policy_node.mujoco_bridge"}
 BROKEN_YAML = "policy_node:\n  ros__parameters:\n    max_tilt_rad: [0.8\n"

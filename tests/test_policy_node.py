@@ -17,16 +17,14 @@ import time
 
 import numpy as np
 import pytest
+import rclpy  # noqa: F401 - a hard dependency: a broken install fails, not skips
+import torch
+from ros_helpers import FakeRobot, NodeProcess, RosSide, isolated_domain, policy_node_args, wait_for
 
-pytest.importorskip("rclpy")
-pytest.importorskip("unitree_hg.msg")
-torch = pytest.importorskip("torch")
-
-from ros_helpers import FakeRobot, NodeProcess, RosSide, isolated_domain, policy_node_args, wait_for  # noqa: E402
-
-from bcg_policy_node.state_machine import CommandKind  # noqa: E402
-from bcg_sim.g1.joints import JOINTS_29  # noqa: E402
-from bcg_sim.policy import default_contract, export_policy  # noqa: E402
+import unitree_hg.msg  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from bcg_policy_node.state_machine import CommandKind
+from bcg_sim.g1.joints import JOINTS_29
+from bcg_sim.policy import default_contract, export_policy
 
 DEFAULT = np.array([j.default for j in JOINTS_29])
 LOWER, UPPER = np.array([j.lower for j in JOINTS_29]), np.array([j.upper for j in JOINTS_29])

@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-pytest.importorskip("unitree_hg.msg")
-from bcg_policy_node import lowlevel as ll  # noqa: E402
-from bcg_policy_node.remote import RemoteMapper  # noqa: E402
-from bcg_policy_node.safety import (  # noqa: E402
+import unitree_hg.msg  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from bcg_policy_node import lowlevel as ll
+from bcg_policy_node.remote import RemoteMapper
+from bcg_policy_node.safety import (
     SafetyLimits,
     check_finite,
     check_joint_limits,
@@ -16,7 +16,7 @@ from bcg_policy_node.safety import (  # noqa: E402
     check_tilt,
     tilt_angle,
 )
-from bcg_policy_node.state_machine import CommandKind, Event, Mode, StateMachine  # noqa: E402
+from bcg_policy_node.state_machine import CommandKind, Event, Mode, StateMachine
 
 DEFAULT = np.linspace(-0.3, 0.3, 29)
 STAND_KP, STAND_KD = np.full(29, 300.0), np.full(29, 5.0)
