@@ -337,7 +337,7 @@ class Trainer:
         row = {"iteration": self.iteration, **m, "samples": self.samples, "wall_s": round(self.elapsed, 3)}
         if self.first_row is None:
             self.first_row = row
-        self.log.iteration(row, self._progress())
+        self.log.iteration(row)
 
     def _progress(self) -> float:
         return {"iterations": self.iteration, "samples": self.samples, "seconds": self.elapsed}[self.budget.kind]
