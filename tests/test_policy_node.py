@@ -220,8 +220,7 @@ def _bad_crc(robot, ros):
 
 
 def _remote_l2_b(robot, ros):
-    robot.buttons = ("L2",)
-    time.sleep(0.05)
+    robot.hold("L2")  # the chord's first button alone, then the second with it
     robot.press("L2", "B")
 
 
