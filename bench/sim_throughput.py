@@ -153,7 +153,7 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (Warp CPU kernels are serial)")
     ap.add_argument("--repeats", type=int, default=REPEATS, help="timed runs per figure; the best is kept")
     ap.add_argument("--device", default=None, help="cpu or cuda:0 (default: config/sim.yaml's device)")
-    ap.add_argument("--shac", action="store_true", help="only the SHAC-shaped iteration table (issue #8)")
+    ap.add_argument("--shac", action="store_true", help="only the SHAC-shaped iteration table")
     ap.add_argument("--shac-worlds", type=int, default=64)
     ap.add_argument("--shac-horizon", type=int, default=16)
     ap.add_argument("--shac-repeats", type=int, default=2, help="timed iterations per cell (best kept)")
@@ -221,7 +221,7 @@ def main(argv=None) -> None:
 
 
 
-# ------------------------------------------------------------------------ SHAC-shaped iteration (issue #8)
+# ------------------------------------------------------------------------------------ SHAC-shaped iteration
 
 SHAC_MOTION = "run"  # built-in clip the rollouts track
 # The proposed on-ranges of task.randomize's per-world physics (docs/training.md): what --dr-pairs times
@@ -435,7 +435,7 @@ def shac_table(n: int, horizon: int, repeats: int) -> None:
           f"1 -> 2 processes (N/2 each, at once): {nat[(False, 1, 2)] / nat[(False, 1, 1)]:.2f}x BCG off, "
           f"{nat[(True, 1, 2)] / nat[(True, 1, 1)]:.2f}x on")
     # Both cores (two processes) against the newton backend in one process: Warp's CPU kernels are serial, so
-    # one process is what the newton path uses of this machine (issue #8's "today").
+    # one process is all of this machine the newton path uses.
     print(f"both cores vs newton: BCG off {nat[(False, 1, 2)] / base[False]:.1f}x, "
           f"on {nat[(True, 1, 2)] / base[True]:.1f}x")
 

@@ -217,12 +217,19 @@ class FakeRobot:
             msg.crc = self._lowstate_crc(msg)
         self.pub.publish(msg)
 
-    def press(self, *buttons: str, hold_s: float = 0.1) -> None:
-        """Hold buttons on the wireless remote for hold_s, then release."""
+    def hold(self, *buttons: str, min_s: float = 0.1, answers: int = 5) -> None:
+        """Hold these buttons on the wireless remote (none: release) for at least min_s and until the node has
+        answered `answers` LowStates since, so that it saw them however loaded the machine is."""
         self.buttons = tuple(buttons)
-        time.sleep(hold_s)
-        self.buttons = ()
-        time.sleep(hold_s)
+        t0 = time.monotonic()
+        time.sleep(min_s)
+        wait_for(lambda: len(self.cmds_since(t0)) >= answers, 30,
+                 f"{answers} LowCmds with {'+'.join(buttons) or 'no button'} on the remote")
+
+    def press(self, *buttons: str) -> None:
+        """Hold buttons on the wireless remote, then release them (each seen by the node)."""
+        self.hold(*buttons)
+        self.hold()
 
     def close(self) -> None:
         self._stop.set()

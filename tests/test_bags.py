@@ -11,14 +11,12 @@ import time
 
 import numpy as np
 import pytest
+import rclpy  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from ros_helpers import REPO, RosSide, isolated_domain, wait_for
 
-pytest.importorskip("rclpy")
-pytest.importorskip("unitree_hg.msg")
-
-from ros_helpers import REPO, RosSide, isolated_domain, wait_for  # noqa: E402
-
-from bcg_policy_node import lowlevel as ll  # noqa: E402
-from bcg_policy_node.bags import BagError, BagRecorder, bag_topics, deserialize, read_bag  # noqa: E402
+import unitree_hg.msg  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from bcg_policy_node import lowlevel as ll
+from bcg_policy_node.bags import BagError, BagRecorder, bag_topics, deserialize, read_bag
 
 N = 60
 PERIOD_S = 0.01

@@ -51,3 +51,18 @@ def test_load_config_names_the_file(tmp_path):
         load_config(_Outer, p, section="other")
     with pytest.raises(ConfigError, match="not found"):
         load_config(_Outer, tmp_path / "absent.yaml")
+
+
+def test_dataclass_defaults_are_the_yaml_files():
+    """eval.yaml, bags.yaml and their dataclasses' defaults say the same (each default has one value; sim.yaml,
+    train/default.yaml and policy_node.yaml have tests of their own; mujoco_bridge.yaml's keys are all required)."""
+    from dataclasses import replace
+
+    from bcg_policy_node.bags import BagConfig, load_bag_config
+    from bcg_train.eval.config import EvalConfig, ExperimentConfig
+
+    assert EvalConfig() == load_config(EvalConfig, "eval.yaml", "eval")
+    assert BagConfig() == load_bag_config()
+    # the bcg-train command lines are the YAML's alone (validate() refuses them empty)
+    exp = load_config(ExperimentConfig, "eval.yaml", "experiment")
+    assert ExperimentConfig() == replace(exp, train_command=[], resume_command=[])

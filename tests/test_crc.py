@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-unitree_hg = pytest.importorskip("unitree_hg.msg")
-from bcg_policy_node.crc import (  # noqa: E402
+from bcg_policy_node.crc import (
     LOWCMD_SIZE,
     LOWSTATE_SIZE,
     crc32_mpeg2_words,
@@ -12,6 +11,7 @@ from bcg_policy_node.crc import (  # noqa: E402
     lowstate_crc,
     pack_lowcmd,
 )
+from unitree_hg.msg import LowCmd, LowState
 
 
 def _crc32_core(words: np.ndarray) -> int:
@@ -29,7 +29,7 @@ def _crc32_core(words: np.ndarray) -> int:
 
 
 def _sdk_example_cmd():
-    c = unitree_hg.LowCmd()
+    c = LowCmd()
     c.mode_machine = 5
     for i, m in enumerate(c.motor_cmd):
         m.mode = 1
@@ -40,13 +40,13 @@ def _sdk_example_cmd():
 
 
 def test_lowcmd_known_answers():
-    assert lowcmd_crc(unitree_hg.LowCmd()) == 0xFE172F9F
+    assert lowcmd_crc(LowCmd()) == 0xFE172F9F
     assert lowcmd_crc(_sdk_example_cmd()) == 0x803DCEA6
 
 
 def test_struct_sizes_match_unitree_c_structs():
     assert (LOWCMD_SIZE, LOWSTATE_SIZE) == (1004, 2092)
-    assert len(pack_lowcmd(unitree_hg.LowCmd())) == 1004
+    assert len(pack_lowcmd(LowCmd())) == 1004
 
 
 def test_crc_ignores_crc_field_and_sees_every_other_field():
@@ -56,7 +56,7 @@ def test_crc_ignores_crc_field_and_sees_every_other_field():
     assert lowcmd_crc(c) == ref
     c.motor_cmd[34].kd = 2.5
     assert lowcmd_crc(c) != ref
-    s = unitree_hg.LowState()
+    s = LowState()
     ref_s = lowstate_crc(s)
     s.wireless_remote[39] = 1
     assert lowstate_crc(s) != ref_s

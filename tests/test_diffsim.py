@@ -45,6 +45,15 @@ def default_target(sim) -> torch.Tensor:
 # ------------------------------------------------------------------------------------------- config
 
 
+def newton(patch: dict) -> dict:
+    """config/sim.yaml on the newton backend (what with_backend("newton") sets) as a mapping, with `patch`."""
+    out = {"backend": "newton", "sim_dt": 0.0005, "solver": {"stable_pd": False, "implicit_contact": False},
+           "bcg": {"start": "step"}}
+    for key, value in patch.items():
+        out[key] = {**out[key], **value} if isinstance(value, dict) and key in out else value
+    return out
+
+
 def test_config_file_loads_and_derives_contact_law():
     c = load_sim_config()
     assert c.backend == "native" and c.substeps == round(c.control_dt / c.sim_dt) == 10
@@ -63,8 +72,9 @@ def test_config_file_loads_and_derives_contact_law():
     ({"bcg": {"branches": 3, "antithetic": True, "pool_size": 9}}, "bcg.branches"),
     ({"contact": {"kappa": 0.0}}, "contact.kappa"),
     ({"contact": {"kappa": -50.0}}, "contact.kappa"),
-    ({"backend": "newton", "sim_dt": 0.001}, "sim_dt"),  # above Newton's stable bound
-    ({"backend": "newton", "solver": {"stable_pd": True}}, "solver.stable_pd"),
+    (newton({"sim_dt": 0.001}), "sim_dt"),  # above Newton's stable bound
+    (newton({"solver": {"stable_pd": True}}), "solver.stable_pd"),
+    ({"backend": "newton"}, "solver.stable_pd"),  # sim.yaml's implicit PD is the native backend's
     ({"backend": "warp"}, "backend"),
     ({"solver": {"threads": 0}}, "solver.threads"),
     ({"sim_dt": 0.0003}, "sim_dt"),  # 20 ms is not a whole number of 0.3 ms substeps
@@ -73,11 +83,21 @@ def test_config_file_loads_and_derives_contact_law():
     ({"actuation": {"gains": "soft"}}, "actuation.gains"),
     ({"bcg": {"start": "touchdown"}}, "bcg.start"),
     ({"solver": {"implicit_contact": False, "implicit_contact_spring": True}}, "solver.implicit_contact_spring"),
-    ({"backend": "newton", "bcg": {"start": "contact"}}, "bcg.start"),  # no partial steps on newton
+    (newton({"bcg": {"start": "contact"}}), "bcg.start"),  # no partial steps on newton
 ])
 def test_bad_config_raises_clear_error(patch, key):
+    """A key left out of the mapping is config/sim.yaml's; one bad key is a ConfigError naming it."""
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         sim_config_from_dict(patch)
+
+
+def test_dataclass_defaults_are_sim_yaml():
+    """config/sim.yaml and SimConfig's defaults say the same (each default has one value), and the newton
+    patch above is a valid config: its cases fail on their own key only."""
+    from bcg_sim.diffsim import SimConfig
+
+    assert SimConfig() == load_sim_config()
+    assert sim_config_from_dict(newton({})) == load_sim_config().with_backend("newton")
 
 
 def test_newton_backend_bundles_from_the_step_start():

@@ -203,14 +203,14 @@ ON = {"friction_scale": [0.5, 1.5], "kp_scale": [0.85, 1.15], "kd_scale": [0.85,
       "pelvis_mass_scale": [0.85, 1.15], "torso_mass_scale": [0.85, 1.15], "torso_com_offset": [0.025, 0.05, 0.05]}
 
 
-def _runner(tmp_path, seed=0, n=4, **randomize):
+def _trainer(tmp_path, seed=0, n=4, **randomize):
     from bcg_train.config import load_train_config
     from bcg_train.dist import Comm
-    from bcg_train.runner import Runner
+    from bcg_train.runner import Trainer
 
     cfg = load_train_config("tiny", {"algo": "shac", "num_envs": n, "seed": seed, "reward": {"kind": "tracking"},
                                      "task": {"motion": "dance", "randomize": randomize}})
-    r = Runner(cfg, tmp_path, Comm(), 1, resume=False)
+    r = Trainer(cfg, tmp_path, Comm(), 1, resume=False)
     r.build()
     return r
 
@@ -222,7 +222,7 @@ def test_task_draws_world_physics_per_episode_reproducibly_per_seed(tmp_path):
     no per-world constants at all."""
     import yaml
 
-    a, b, c = (_runner(tmp_path / k, seed=s, **ON) for k, s in (("a", 0), ("b", 0), ("c", 1)))
+    a, b, c = (_trainer(tmp_path / k, seed=s, **ON) for k, s in (("a", 0), ("b", 0), ("c", 1)))
     pa, pb, pc = (r.env.world_params for r in (a, b, c))
     for k, t in pa.as_dict().items():
         assert torch.equal(t, pb.as_dict()[k]), k
@@ -244,7 +244,7 @@ def test_task_draws_world_physics_per_episode_reproducibly_per_seed(tmp_path):
     a.prepare_folder()
     rec = yaml.safe_load((tmp_path / "a" / "config.yaml").read_text())["task"]["randomize"]
     assert {k: rec[k] for k in ON} == ON
-    off = _runner(tmp_path / "off")
+    off = _trainer(tmp_path / "off")
     assert off.task.physics_keys == [] and off.env.world_params is None
 
 
@@ -279,7 +279,7 @@ def test_bad_ranges_are_config_errors(tmp_path):
         with pytest.raises(ConfigError, match=rf"task\.randomize\.{key}"):
             load_train_config("tiny", {"task": {"randomize": {key: value}}})
     with pytest.raises(ConfigError, match=r"task\.randomize\.kp_scale/kd_scale"):
-        _runner(tmp_path, kp_scale=[1.0, 30.0])
+        _trainer(tmp_path, kp_scale=[1.0, 30.0])
     sim = NativeSimulator(native_cfg(kappa=300.0), 2)
     p = randomized(2)
     p.mass_scale[1, TORSO] = 0.0

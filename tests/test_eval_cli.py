@@ -7,13 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
-torch = pytest.importorskip("torch")
-
-from bcg_sim.policy import default_contract, export_policy  # noqa: E402
-from bcg_sim.policy.cli import export_hold, hold_module  # noqa: E402
-from bcg_train.eval.cli import main  # noqa: E402
+from bcg_sim.policy import default_contract, export_policy
+from bcg_sim.policy.cli import export_hold, hold_module
+from bcg_train.eval.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -8,17 +8,15 @@ import dataclasses
 
 import numpy as np
 import pytest
+import rclpy  # noqa: F401 - a hard dependency: a broken install fails, not skips
+import torch
+from ros_helpers import isolated_domain
 
-pytest.importorskip("rclpy")
-pytest.importorskip("unitree_hg.msg")
-torch = pytest.importorskip("torch")
-
-from ros_helpers import isolated_domain  # noqa: E402
-
-from bcg_sim.g1 import JOINTS_29  # noqa: E402
-from bcg_sim.policy import ReferenceTrack, default_contract, export_policy, load_policy  # noqa: E402
-from bcg_train.eval.config import load_eval_config  # noqa: E402
-from bcg_train.eval.evaluate import evaluate  # noqa: E402
+import unitree_hg.msg  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from bcg_sim.g1 import JOINTS_29
+from bcg_sim.policy import ReferenceTrack, default_contract, export_policy, load_policy
+from bcg_train.eval.config import load_eval_config
+from bcg_train.eval.evaluate import evaluate
 
 SECONDS = 1.0
 PREROLL_S = 1.5  # sim time before RUN: start presses + 0.5 s (wall) move to default

@@ -174,7 +174,6 @@ PUBLISHER = textwrap.dedent("""
 
 @pytest.mark.parametrize("variant", ["as_shipped", "restricted_to_lo"])
 def test_profile_loads_in_fastdds_and_talks_over_loopback(tmp_path, variant):
-    pytest.importorskip("rclpy")
     from ros_helpers import RosSide, wait_for
     from std_msgs.msg import String
 

@@ -21,7 +21,7 @@ from bcg_sim.motion.config import motions_config
 STANCE_SPEED_MAX = 0.01  # m/s
 PENETRATION_MAX = 0.001  # m
 BALLISTIC_TOL = 1e-6  # m/s^2
-DURATION_S = (8.0, 10.0)  # a real take (the LAFAN1-G1 windows of issue #21 are 10 s)
+DURATION_S = (8.0, 10.0)  # a real take (the LAFAN1-G1 windows trained on are 10 s)
 # The seed's Table 2 E_track of a tracking policy per motion kind [cm]; holding a clip's first pose must score at
 # least twice that, so that meeting the bound means tracking, not standing still.
 SEED_BOUND_CM = {"run": 34.1, "jump": 18.6, "fight": 13.5, "dance": 18.5}

@@ -133,7 +133,7 @@ def test_29_23_dof_mapping() -> None:
 
 def test_ground_alignment_is_robust_to_noise_in_a_long_clip() -> None:
     """A long clip with smooth vertical noise (a few frames dip ~3 sigma low): align_ground must not lift it
-    by the deepest dip (the old minimum-over-contacts rule did) and must keep its stance frames in contact."""
+    by the deepest dip (as a minimum-over-contacts rule would) and must keep its stance frames in contact."""
     from bcg_sim.motion import load
 
     dance = load("dance")  # dances in place, 85 % of the frames in contact
@@ -151,7 +151,7 @@ def test_ground_alignment_is_robust_to_noise_in_a_long_clip() -> None:
     noisy.root_pos_w = noisy.root_pos_w + np.outer(noise[: clean.num_frames], [0.0, 0.0, 1.0])
     noisy = complete(noisy)
     soles = kinematics.foot_heights(noisy)[noisy.foot_contact]
-    assert soles.min() < -0.015  # the clip does dip: the old rule would lift it by > 15 mm
+    assert soles.min() < -0.015  # the clip does dip: a minimum-over-contacts rule would lift it by > 15 mm
     aligned = align_ground(noisy)
     lift = float(aligned.root_pos_w[0, 2] - noisy.root_pos_w[0, 2])
     assert abs(lift) < 0.003, f"lifted by {lift * 1e3:.1f} mm"

@@ -6,20 +6,19 @@ from __future__ import annotations
 
 import math
 import time
+import typing
 
 import numpy as np
 import pytest
+import rclpy  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from ros_helpers import NodeProcess, RosSide, isolated_domain, wait_for
 
-pytest.importorskip("rclpy")
-pytest.importorskip("unitree_hg.msg")
-
-from ros_helpers import NodeProcess, RosSide, isolated_domain, wait_for  # noqa: E402
-
-from bcg_policy_node import lowlevel as ll  # noqa: E402
-from bcg_policy_node.crc import lowstate_crc  # noqa: E402
-from bcg_policy_node.mujoco_bridge import BridgeConfig, G1Sim  # noqa: E402
-from bcg_sim.config import ConfigError, load_yaml  # noqa: E402
-from bcg_sim.g1.joints import JOINTS_29, MOTORS, stand_gains  # noqa: E402
+import unitree_hg.msg  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from bcg_policy_node import lowlevel as ll
+from bcg_policy_node.crc import lowstate_crc
+from bcg_policy_node.mujoco_bridge import BridgeConfig, G1Sim
+from bcg_sim.config import ConfigError, load_yaml
+from bcg_sim.g1.joints import JOINTS_29, MOTORS, VARIANTS, Variant, stand_gains
 
 DEFAULT = np.array([j.default for j in JOINTS_29])
 ELBOW = [j.name for j in JOINTS_29].index("left_elbow")  # slot 18, default 0.6 rad
@@ -49,6 +48,9 @@ def test_config_file_matches_dataclass_and_rejects_bad_values():
         _cfg(lowstate_rate_hz=300.0)
     with pytest.raises(ConfigError, match="start_pose"):
         _cfg(start_pose="sitting")
+    with pytest.raises(ConfigError, match="variant: must be one of"):
+        _cfg(variant="31dof")
+    assert set(typing.get_args(Variant)) == set(VARIANTS)  # the type names the variants the table has
 
 
 def test_pd_law_effort_limits_and_disabled_motors():

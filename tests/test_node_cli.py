@@ -8,14 +8,12 @@ import subprocess
 import sys
 
 import pytest
+import rclpy  # noqa: F401 - a hard dependency: a broken install fails, not skips
+import torch  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from ros_helpers import REPO, isolated_domain, policy_node_args
 
-pytest.importorskip("rclpy")
-pytest.importorskip("unitree_hg.msg")
-pytest.importorskip("torch")
-
-from ros_helpers import REPO, isolated_domain, policy_node_args  # noqa: E402
-
-from bcg_sim.policy.cli import export_hold  # noqa: E402
+import unitree_hg.msg  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from bcg_sim.policy.cli import export_hold
 
 NODES = {"policy": "bcg_policy_node.policy_node", "bridge": "bcg_policy_node.mujoco_bridge"}
 BROKEN_YAML = "policy_node:\n  ros__parameters:\n    max_tilt_rad: [0.8\n"
@@ -60,10 +58,10 @@ def test_params_file_with_yaml_syntax_error(node, tmp_path):
 
 
 @pytest.mark.parametrize("override, key", [("stale_timout_s:=0.1", "unknown key(s) ['stale_timout_s']"),
-                                           ("max_tilt_rad:=-1.0", "max_tilt_rad must be in (0, pi], got -1.0"),
-                                           ("executor:=threads", "executor must be events or single_threaded"),
-                                           ("nice:=-30", "nice must be in -20..19, got -30"),
-                                           ("cpu_affinity:=one", "cpu_affinity must be a cpu list"),
+                                           ("max_tilt_rad:=-1.0", "max_tilt_rad: must be in (0, pi], got -1.0"),
+                                           ("executor:=threads", "executor: must be events or single_threaded"),
+                                           ("nice:=-30", "nice: must be in -20..19, got -30"),
+                                           ("cpu_affinity:=one", "cpu_affinity: must be a cpu list"),
                                            ("cmd_rate_hz:=fast", "cmd_rate_hz: expected a number")])
 def test_policy_node_rejects_unknown_keys_and_bad_values(hold, override, key):
     line = _one_error_line(_run("policy", *policy_node_args(hold), "-p", override))
@@ -105,7 +103,7 @@ def test_policy_node_pins_every_thread(hold):
         p.communicate(timeout=30)
 
 
-@pytest.mark.parametrize("override, key", [("variant:=31dof", "variant must be one of ['23dof', '29dof']"),
+@pytest.mark.parametrize("override, key", [("variant:=31dof", "variant: must be one of ['23dof', '29dof']"),
                                            ("ground_truth_bodies:=[pelvis,nose]",
                                             "ground_truth_bodies: G1 model has no body named 'nose'")])
 def test_bridge_rejects_unknown_variant_and_body(override, key):

@@ -22,7 +22,8 @@ POLICIES = Path(__file__).resolve().parents[1] / "policies"
 def test_committed_policy_tracks_its_builtin_clip_in_mujoco(motion):
     policy = load_policy(POLICIES / motion)
     clip = load(motion, fps=1.0 / policy.contract.control_dt)
-    assert policy.reference.duration == pytest.approx(clip.duration, abs=policy.contract.control_dt)  # today's clip
+    # the policy's reference is the clip this checkout builds
+    assert policy.reference.duration == pytest.approx(clip.duration, abs=policy.contract.control_dt)
     cfg = dataclasses.replace(load_eval_config(), runs=1)
     (run,) = run_mujoco(policy, cfg, None, 3.0)  # the first 3 s, seed 0's start noise
     s = metrics.summarize(run["series"], cfg.fall_height)

@@ -6,14 +6,13 @@ from __future__ import annotations
 import shutil
 
 import numpy as np
+import onnxruntime  # noqa: F401 - a hard dependency: a broken install fails, not skips
 import pytest
+import torch
 import yaml
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("onnxruntime")
-
-from bcg_sim.g1.joints import JOINTS_29  # noqa: E402
-from bcg_sim.policy import (  # noqa: E402
+from bcg_sim.g1.joints import JOINTS_29
+from bcg_sim.policy import (
     PolicyContractError,
     ReferenceTrack,
     ReferenceWindow,
@@ -23,8 +22,8 @@ from bcg_sim.policy import (  # noqa: E402
     export_policy,
     load_policy,
 )
-from bcg_sim.policy.cli import main as cli_main  # noqa: E402
-from bcg_sim.quat import multiply as quat_mul  # noqa: E402
+from bcg_sim.policy.cli import main as cli_main
+from bcg_sim.quat import multiply as quat_mul
 
 RNG = np.random.default_rng(0)
 

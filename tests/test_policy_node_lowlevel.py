@@ -6,9 +6,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-unitree_hg = pytest.importorskip("unitree_hg.msg")
-from bcg_policy_node import lowlevel as ll  # noqa: E402
-from bcg_policy_node.crc import lowcmd_crc, lowstate_crc  # noqa: E402
+from bcg_policy_node import lowlevel as ll
+from bcg_policy_node.crc import lowcmd_crc, lowstate_crc
+from unitree_hg.msg import LowCmd
 
 RNG = np.random.default_rng(0)
 
@@ -66,7 +66,7 @@ def test_lowcmd_round_trip_crc_and_pd():
 
 
 def test_damping_and_refusal_of_nan_targets():
-    msg = ll.fill_damping(unitree_hg.LowCmd(), 8.0, mode_machine=3)
+    msg = ll.fill_damping(LowCmd(), 8.0, mode_machine=3)
     c = ll.lowcmd_to_command(msg)
     assert np.all(c.kp == 0) and np.all(c.kd == 8.0) and np.all(c.mode == 1)
     with pytest.raises(ValueError, match="non-finite"):

@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-pytest.importorskip("unitree_hg.msg")
-from bcg_policy_node import lowlevel as ll  # noqa: E402
-from bcg_policy_node.remote import RemoteMapper  # noqa: E402
-from bcg_policy_node.safety import (  # noqa: E402
+import unitree_hg.msg  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from bcg_policy_node import lowlevel as ll
+from bcg_policy_node.remote import RemoteMapper
+from bcg_policy_node.safety import (
     SafetyLimits,
     check_finite,
     check_joint_limits,
@@ -16,7 +16,7 @@ from bcg_policy_node.safety import (  # noqa: E402
     check_tilt,
     tilt_angle,
 )
-from bcg_policy_node.state_machine import Event, Mode, StateMachine  # noqa: E402
+from bcg_policy_node.state_machine import CommandKind, Event, Mode, StateMachine
 
 DEFAULT = np.linspace(-0.3, 0.3, 29)
 STAND_KP, STAND_KD = np.full(29, 300.0), np.full(29, 5.0)
@@ -30,9 +30,9 @@ def _sm(log):
 def test_sequence_and_latched_damping():
     log = []
     sm = _sm(log)
-    assert sm.targets(0.0).kind == "none"  # WAIT sends nothing
+    assert sm.targets(0.0).kind == CommandKind.NONE  # WAIT sends nothing
     sm.go(0.0, Mode.ZERO_TORQUE, "first valid LowState")
-    assert sm.targets(0.1).kind == "zero"
+    assert sm.targets(0.1).kind == CommandKind.ZERO
     assert not sm.handle(0.1, Event.STOP, "test", DEFAULT)  # not in ZERO_TORQUE
     q0 = DEFAULT + 0.5
     assert sm.handle(1.0, Event.START, "test", q0)
@@ -40,14 +40,14 @@ def test_sequence_and_latched_damping():
     np.testing.assert_allclose(t.q, q0)  # the move starts at the measured pose
     np.testing.assert_allclose(t.kp, STAND_KP)  # bring-up gains until the policy runs
     np.testing.assert_allclose(sm.targets(2.0).q, q0 - 0.25)  # halfway (smoothstep(0.5) = 0.5)
-    assert sm.targets(3.0).kind == "pd" and sm.mode == Mode.HOLD
+    assert sm.targets(3.0).kind == CommandKind.PD and sm.mode == Mode.HOLD
     np.testing.assert_allclose(sm.targets(3.1).q, DEFAULT)
     assert sm.handle(3.2, Event.START, "test", DEFAULT) and sm.mode == Mode.RUN
     run = sm.targets(3.3, policy_q=DEFAULT + 0.1)
     np.testing.assert_allclose(run.q, DEFAULT + 0.1)
     np.testing.assert_allclose(run.kp, 40.0)  # the policy's own gains in RUN
     sm.fault(3.4, "torso tilt")
-    assert sm.mode == Mode.DAMPING and sm.targets(3.5).kind == "damp" and sm.last_fault == "torso tilt"
+    assert sm.mode == Mode.DAMPING and sm.targets(3.5).kind == CommandKind.DAMP and sm.last_fault == "torso tilt"
     assert not sm.handle(3.6, Event.START, "test", DEFAULT)  # latched
     assert sm.handle(3.7, Event.RESET, "test", DEFAULT) and sm.mode == Mode.ZERO_TORQUE
     assert [t.dst for t in log] == [Mode.ZERO_TORQUE, Mode.MOVE_TO_DEFAULT, Mode.HOLD, Mode.RUN, Mode.DAMPING,

@@ -9,13 +9,11 @@ import subprocess
 import sys
 
 import pytest
+import rclpy  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from ros_helpers import REPO, isolated_domain
 
-pytest.importorskip("rclpy")
-pytest.importorskip("unitree_hg.msg")
-
-from ros_helpers import REPO, isolated_domain  # noqa: E402
-
-from bcg_sim.policy.cli import export_hold  # noqa: E402
+import unitree_hg.msg  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from bcg_sim.policy.cli import export_hold
 
 SCRIPT = r"""
 import json, sys

@@ -104,7 +104,7 @@ def test_reward_forms_are_bounded_monotone_and_the_default_keeps_its_slope():
     soft = make(reward_form="softplus")
     lg = torch.tensor([-10.0], requires_grad=True)
     (s_soft,) = torch.autograd.grad(soft.reward_of_logit(lg).sum(), lg)
-    assert float(s_soft) < 1e-4 < at[-10.0]  # the old form's gradient vanishes where the new one does not
+    assert float(s_soft) < 1e-4 < at[-10.0]  # softplus' gradient vanishes where the rational form's does not
 
 
 def test_discriminator_steps_follow_the_samples():

@@ -12,16 +12,14 @@ import sys
 
 import numpy as np
 import pytest
+import rclpy  # noqa: F401 - a hard dependency: a broken install fails, not skips
+import torch
+from ros_helpers import REPO, isolated_domain, wait_for
 
-pytest.importorskip("rclpy")
-pytest.importorskip("unitree_hg.msg")
-torch = pytest.importorskip("torch")
-
-from ros_helpers import REPO, isolated_domain, wait_for  # noqa: E402
-
-from bcg_policy_node.bags import bag_topics, deserialize, read_bag  # noqa: E402
-from bcg_sim.policy import default_contract, export_policy  # noqa: E402
-from bcg_sim.policy.cli import export_hold  # noqa: E402
+import unitree_hg.msg  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from bcg_policy_node.bags import bag_topics, deserialize, read_bag
+from bcg_sim.policy import default_contract, export_policy
+from bcg_sim.policy.cli import export_hold
 
 SIM_S = 5.0
 

@@ -11,15 +11,12 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-import pytest
+import rclpy  # noqa: F401 - a hard dependency: a broken install fails, not skips
+import torch  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from ros_helpers import NodeProcess, RosSide, isolated_domain, policy_node_args, wait_for
 
-pytest.importorskip("rclpy")
-pytest.importorskip("unitree_hg.msg")
-pytest.importorskip("torch")
-
-from ros_helpers import NodeProcess, RosSide, isolated_domain, policy_node_args, wait_for  # noqa: E402
-
-from bcg_sim.policy.cli import export_hold  # noqa: E402
+import unitree_hg.msg  # noqa: F401 - a hard dependency: a broken install fails, not skips
+from bcg_sim.policy.cli import export_hold
 
 RUN_S = 3.0  # sim s in RUN
 AUTO_START_S = 0.5

@@ -76,12 +76,12 @@ def test_shac_run_folder(shac_run):
 def test_export_round_trip_matches_the_training_actor(shac_run, tmp_path, capsys):
     from bcg_sim.policy import load_policy
     from bcg_train.dist import Comm
-    from bcg_train.runner import Runner, check_run_folder
+    from bcg_train.runner import Trainer, check_run_folder
 
     p = main_in_process(capsys, "export", shac_run, "-o", tmp_path / "pol")
     assert p.returncode == 0, p.stderr[-2000:]
     cfg, procs = check_run_folder(shac_run)
-    r = Runner(cfg, shac_run, Comm(), procs, resume=True)
+    r = Trainer(cfg, shac_run, Comm(), procs, resume=True)
     r.build()
     r.load_checkpoint()
     obs_list, act_list = [], []

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch  # noqa: F401 - a hard dependency: a broken install fails, not skips
 
-torch = pytest.importorskip("torch")
-
-from bcg_sim.config import ConfigError  # noqa: E402
-from bcg_sim.policy import default_contract, export_policy, load_policy  # noqa: E402
-from bcg_sim.policy.cli import hold_module  # noqa: E402
-from bcg_train.eval.config import load_eval_config  # noqa: E402
-from bcg_train.eval.diffsim_eval import diffsim_rollouts, window_tracking  # noqa: E402
-from bcg_train.eval.metrics import series  # noqa: E402
+from bcg_sim.config import ConfigError
+from bcg_sim.policy import default_contract, export_policy, load_policy
+from bcg_sim.policy.cli import hold_module
+from bcg_train.eval.config import load_eval_config
+from bcg_train.eval.diffsim_eval import diffsim_rollouts, window_tracking
+from bcg_train.eval.metrics import series
 
 
 def _hold(tmp_path, reference: str, gains: str):

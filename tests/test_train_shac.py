@@ -11,15 +11,15 @@ import torch
 from bcg_train.algorithm import all_finite
 from bcg_train.config import load_train_config
 from bcg_train.dist import Comm
-from bcg_train.runner import Runner
+from bcg_train.runner import Trainer
 
 
-def _runner(tmp_path, **over) -> Runner:
+def _trainer(tmp_path, **over) -> Trainer:
     base = {"algo": "shac", "budget": "100it", "reward": {"kind": "tracking"}}
     for k, v in over.items():
         base[k] = {**base.get(k, {}), **v} if isinstance(v, dict) else v
     cfg = load_train_config("tiny", base)
-    r = Runner(cfg, tmp_path, Comm(), 1, resume=False)
+    r = Trainer(cfg, tmp_path, Comm(), 1, resume=False)
     r.build()
     return r
 
@@ -28,17 +28,17 @@ QUIET = {"reset_joint_noise": 0.0, "reset_root_vel_noise": 0.0, "reset_root_ang_
          "obs_joint_pos": 0.0, "obs_joint_vel": 0.0, "obs_ang_vel": 0.0, "obs_gravity": 0.0}
 
 
-def _snapshot(r: Runner):
+def _snapshot(r: Trainer):
     return r.task.state_dict(), r.algo.noise_gen.get_state()
 
 
-def _restore(r: Runner, snap) -> None:
+def _restore(r: Trainer, snap) -> None:
     r.env.new_rollout()
     r.task.load_state_dict(snap[0])
     r.algo.noise_gen.set_state(snap[1])
 
 
-def _loss(r: Runner, snap) -> float:
+def _loss(r: Trainer, snap) -> float:
     _restore(r, snap)
     with torch.no_grad():
         loss, _, _ = r.algo.rollout_loss(update_norm=False)
@@ -48,7 +48,7 @@ def _loss(r: Runner, snap) -> float:
 def test_shac_reduces_its_loss_on_a_fixed_batch(tmp_path):
     # the fixed batch: 2 worlds at their reference start states (reset noise off); with 2 worlds a noisy start
     # can make 6 Adam steps non-monotone, which says nothing about the update itself
-    r = _runner(tmp_path, shac={"horizon": 3, "critic_iters": 0, "gradvar_every": 0},
+    r = _trainer(tmp_path, shac={"horizon": 3, "critic_iters": 0, "gradvar_every": 0},
                 task={"randomize": QUIET})
     shac = r.algo
     obs = r.task.observation(r.env.state, r.task.frame, r.task.last_action)
@@ -65,7 +65,7 @@ def test_shac_reduces_its_loss_on_a_fixed_batch(tmp_path):
 
 
 def test_actor_loss_gradient_matches_finite_differences(tmp_path):
-    r = _runner(tmp_path, shac={"horizon": 2, "action_noise_std": 0.0})
+    r = _trainer(tmp_path, shac={"horizon": 2, "action_noise_std": 0.0})
     shac = r.algo
     shac.norm.update(r.task.observation(r.env.state, r.task.frame, r.task.last_action))
     snap = _snapshot(r)
@@ -103,7 +103,7 @@ def test_a_diverged_world_is_cut_out_of_the_update(tmp_path):
     gradients are exactly those of a clean rollout, and the update is made (DiffRL zeroes such worlds too)."""
     from bcg_sim.diffsim import SimState
 
-    r = _runner(tmp_path, shac={"horizon": 3}, task={"randomize": QUIET})
+    r = _trainer(tmp_path, shac={"horizon": 3}, task={"randomize": QUIET})
     shac = r.algo
     shac.iteration()  # one ordinary update (statistics and optimizer state exist)
     snap = _snapshot(r)
@@ -175,7 +175,7 @@ def test_reset_noise_perturbs_the_reference_start(tmp_path):
     from bcg_sim.g1 import joint_limits
 
     def start(**noise):
-        r = _runner(tmp_path, num_envs=8, task={"randomize": {**QUIET, **noise}})
+        r = _trainer(tmp_path, num_envs=8, task={"randomize": {**QUIET, **noise}})
         r.task.reset()
         ref = r.task.ref_kinematics(r.task.frame)
         s = r.env.state

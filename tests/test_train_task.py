@@ -10,7 +10,7 @@ import torch
 
 from bcg_train.config import load_train_config
 from bcg_train.dist import Comm
-from bcg_train.runner import Runner
+from bcg_train.runner import Trainer
 
 QUIET = {"reset_joint_noise": 0.0, "reset_root_vel_noise": 0.0, "reset_root_ang_vel_noise": 0.0, "push_lin_vel": 0.0,
          "obs_joint_pos": 0.0, "obs_joint_vel": 0.0, "obs_ang_vel": 0.0, "obs_gravity": 0.0}
@@ -19,7 +19,7 @@ QUIET = {"reset_joint_noise": 0.0, "reset_root_vel_noise": 0.0, "reset_root_ang_
 def _task(tmp_path, n=2, motion="dance", **task):
     task = {"motion": motion, "randomize": {**QUIET, **task.pop("randomize", {})}, **task}
     cfg = load_train_config("tiny", {"algo": "shac", "num_envs": n, "reward": {"kind": "tracking"}, "task": task})
-    r = Runner(cfg, tmp_path, Comm(), 1, resume=False)
+    r = Trainer(cfg, tmp_path, Comm(), 1, resume=False)
     r.build()
     return r.task
 

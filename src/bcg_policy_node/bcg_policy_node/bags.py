@@ -42,7 +42,7 @@ from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
-from bcg_sim.config import load_config
+from bcg_sim.config import checker, load_config
 
 # What a deployment bag holds: robot I/O, joint states for rviz, diagnostics, the policy's reference, its
 # mode transitions and (sim only) ground truth. Topics absent from the graph are simply not recorded.
@@ -76,8 +76,10 @@ class BagConfig:
     discover_period_s: float = 0.1  # [s] graph polling for listed topics
 
     def __post_init__(self) -> None:
-        if not (self.split_s > 0 and self.discover_period_s > 0 and self.queue_depth >= 1):
-            raise ValueError("split_s and discover_period_s must be > 0 and queue_depth >= 1")
+        need = checker()
+        need(self.split_s > 0, "split_s", f"must be > 0 s, got {self.split_s}")
+        need(self.queue_depth >= 1, "queue_depth", f"must be >= 1, got {self.queue_depth}")
+        need(self.discover_period_s > 0, "discover_period_s", f"must be > 0 s, got {self.discover_period_s}")
 
 
 def load_bag_config() -> BagConfig:

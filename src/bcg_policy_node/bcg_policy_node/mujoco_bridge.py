@@ -37,7 +37,7 @@ import math
 import sys
 from collections import deque
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence, get_args
 
 import mujoco
 import numpy as np
@@ -55,26 +55,29 @@ from std_srvs.srv import Trigger
 
 from bcg_policy_node import lowlevel, startup
 from bcg_policy_node.lowlevel import BadMessage, MotorCommand
-from bcg_sim.config import ConfigError, resolve_config_path
+from bcg_sim.config import ConfigError, checker, resolve_config_path
 from bcg_sim.g1 import MOTORS, joints, load_mujoco
-from bcg_sim.g1.joints import VARIANTS, stand_gains
+from bcg_sim.g1.joints import VARIANTS, Variant, stand_gains
 from unitree_hg.msg import LowCmd, LowState
 
 # ---------------------------------------------------------------------------------------------------------
 # Configuration
 
 
+StartPose = Literal["standing", "lying"]
+
+
 @dataclass(frozen=True)
 class BridgeConfig:
     """The bridge's parameters (ROS 2 parameters of node ``mujoco_bridge``; config/mujoco_bridge.yaml)."""
 
-    variant: str  # G1 model variant, "29dof" or "23dof"
+    variant: Variant  # G1 model variant
     physics_dt: float  # [s] MuJoCo timestep; the PD law is recomputed every step
     lowstate_rate_hz: float  # /lowstate publication rate in sim time [Hz]
     realtime: bool  # true: sim time follows the wall clock; false: sim time on /clock, lockstep (below)
     lockstep_timeout_s: float  # realtime false: step when the last LowState was answered by a LowCmd or
     # after this many wall s without one (0: free-running, as fast as possible)
-    start_pose: str  # "standing" (default joint pose, feet on the ground) or "lying" (on the back)
+    start_pose: StartPose  # "standing" (default joint pose, feet on the ground) or "lying" (on the back)
     hold_start_pose: bool  # PD-hold the start pose (stand gains) until the first LowCmd with kp > 0 (gantry)
     mode_machine: int  # robot type reported in LowState (G1 = 5); a LowCmd with another one is dropped
     noise_q_std: float  # [rad] Gaussian noise on reported joint positions
@@ -93,24 +96,19 @@ class BridgeConfig:
     start_root_vel_noise: float  # [m/s] std of the noise it adds to the pelvis linear velocity (world frame)
 
     def __post_init__(self) -> None:
-        if self.variant not in VARIANTS:
-            raise ConfigError(f"variant must be one of {sorted(VARIANTS)}, got {self.variant!r}")
-        if self.physics_dt <= 0 or self.physics_dt > 0.005:
-            raise ConfigError(f"physics_dt must be in (0, 0.005] s, got {self.physics_dt}")
-        steps = 1.0 / (self.lowstate_rate_hz * self.physics_dt)
-        if self.lowstate_rate_hz <= 0 or abs(steps - round(steps)) > 1e-6:
-            raise ConfigError(
-                f"1/lowstate_rate_hz must be a whole number of physics steps; got rate "
-                f"{self.lowstate_rate_hz} Hz with physics_dt {self.physics_dt} s")
-        if self.start_pose not in ("standing", "lying"):
-            raise ConfigError(f"start_pose must be 'standing' or 'lying', got {self.start_pose!r}")
+        need = checker()
+        need(self.variant in VARIANTS, "variant", f"must be one of {sorted(VARIANTS)}, got {self.variant!r}")
+        need(0 < self.physics_dt <= 0.005, "physics_dt", f"must be in (0, 0.005] s, got {self.physics_dt}")
+        steps = 1.0 / (self.lowstate_rate_hz * self.physics_dt) if self.lowstate_rate_hz > 0 else 0.5
+        need(abs(steps - round(steps)) < 1e-6, "lowstate_rate_hz", f"must be > 0 with a period of a whole number "
+             f"of physics steps; got {self.lowstate_rate_hz} Hz with physics_dt {self.physics_dt} s")
+        need(self.start_pose in get_args(StartPose), "start_pose",
+             f"must be one of {get_args(StartPose)}, got {self.start_pose!r}")
         for name in ("noise_q_std", "noise_dq_std", "noise_gyro_std", "noise_acc_std",
                      "state_latency_s", "cmd_latency_s", "ground_truth_rate_hz", "remote_press_s",
                      "lockstep_timeout_s", "start_joint_noise", "start_root_vel_noise"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.max_catchup_steps < 1:
-            raise ConfigError(f"max_catchup_steps must be >= 1, got {self.max_catchup_steps}")
+            need(getattr(self, name) >= 0, name, f"must be >= 0, got {getattr(self, name)}")
+        need(self.max_catchup_steps >= 1, "max_catchup_steps", f"must be >= 1, got {self.max_catchup_steps}")
 
     @property
     def steps_per_state(self) -> int:

@@ -36,6 +36,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import numpy as np
 import rclpy
@@ -56,14 +57,16 @@ from bcg_policy_node.monitors import GcMonitor, LoopStats, SourceMonitor
 from bcg_policy_node.policy_runner import PolicyFault, PolicyRunner
 from bcg_policy_node.remote import RemoteMapper
 from bcg_policy_node.safety import SafetyLimits, check_joint_limits, check_stale, check_tilt
-from bcg_policy_node.state_machine import ACTIVE, Event, Mode, StateMachine, Transition
-from bcg_sim.config import ConfigError
+from bcg_policy_node.state_machine import ACTIVE, CommandKind, Event, Mode, StateMachine, Transition
+from bcg_sim.config import ConfigError, checker
 from bcg_sim.g1.joints import joint_names, stand_gains
 from bcg_sim.policy import load_policy, projected_gravity
 from unitree_hg.msg import LowCmd, LowState  # noqa: F401 - LowState: the subscription's type (raw bytes)
 
 PROG = "bcg-policy-node"
 NODE_NAME = "policy_node"
+PolicyRuntime = Literal["onnx", "torchscript", "auto"]  # bcg_sim.policy.load_policy's runtime
+OnClipEnd = Literal["continue", "stop"]
 LOG_THROTTLE_S = 1.0  # per-message warnings (rejected LowState, source conflict): at most one per this long
 
 
@@ -72,7 +75,7 @@ class PolicyNodeConfig:
     """The policy node's parameters (config/policy_node.yaml documents each; these are the defaults)."""
 
     policy_path: str = ""
-    policy_runtime: str = "onnx"
+    policy_runtime: PolicyRuntime = "onnx"
     lowstate_topic: str = "/lowstate"
     lowcmd_topic: str = "/lowcmd"
     cmd_rate_hz: float = 500.0
@@ -83,8 +86,8 @@ class PolicyNodeConfig:
     damping_kd: float = 8.0
     max_tilt_rad: float = 0.8
     joint_limit_margin_rad: float = 0.1
-    on_clip_end: str = "continue"
-    mode_pr: int = 0
+    on_clip_end: OnClipEnd = "continue"
+    mode_pr: Literal[0, 1] = 0  # LowCmd.mode_pr: 0 pitch/roll ankles, 1 A/B
     remote_start: list[str] = field(default_factory=lambda: ["start"])
     remote_stop: list[str] = field(default_factory=lambda: ["X"])
     remote_damp: list[str] = field(default_factory=lambda: ["select", "L2+B"])
@@ -93,7 +96,7 @@ class PolicyNodeConfig:
     diagnostics_rate_hz: float = 1.0
     shutdown_damping_s: float = 0.2
     conflict_hold_s: float = 1.0
-    executor: str = "events"
+    executor: scheduling.Executor = "events"
     rt_priority: int = 0
     nice: int = -5
     fallback_tick_periods: float = 1.5
@@ -101,29 +104,31 @@ class PolicyNodeConfig:
     gc_freeze: bool = True
 
     def __post_init__(self) -> None:
-        checks = (
-            ("policy_runtime", self.policy_runtime in ("onnx", "torchscript", "auto"), "onnx, torchscript or auto"),
-            ("cmd_rate_hz", self.cmd_rate_hz > 0, "> 0"),
-            ("stale_timeout_s", self.stale_timeout_s > 0, "> 0"),
-            ("move_to_default_s", self.move_to_default_s >= 0, ">= 0"),
-            ("damping_kd", self.damping_kd >= 0, ">= 0"),
-            ("max_tilt_rad", 0 < self.max_tilt_rad <= math.pi, "in (0, pi]"),
-            ("joint_limit_margin_rad", self.joint_limit_margin_rad >= 0, ">= 0"),
-            ("on_clip_end", self.on_clip_end in ("continue", "stop"), "continue or stop"),
-            ("mode_pr", self.mode_pr in (0, 1), "0 (pitch/roll) or 1 (A/B)"),
-            ("state_pub_rate_hz", self.state_pub_rate_hz >= 0, ">= 0 (0 = off)"),
-            ("diagnostics_rate_hz", self.diagnostics_rate_hz >= 0, ">= 0 (0 = off)"),
-            ("shutdown_damping_s", self.shutdown_damping_s >= 0, ">= 0"),
-            ("conflict_hold_s", self.conflict_hold_s >= 0, ">= 0"),
-            ("executor", self.executor in scheduling.EXECUTORS, " or ".join(scheduling.EXECUTORS)),
-            ("rt_priority", 0 <= self.rt_priority <= 99, "in 0..99"),
-            ("nice", -20 <= self.nice <= 19, "in -20..19"),
-            ("fallback_tick_periods", 1.0 <= self.fallback_tick_periods < 2.0, "in [1, 2)"),
-        )
-        for key, ok, want in checks:
-            if not ok:
-                raise ValueError(f"{key} must be {want}, got {getattr(self, key)!r}")
-        scheduling.parse_cpu_list(self.cpu_affinity)  # raises ValueError naming the key
+        need = checker()
+        need(self.policy_runtime in get_args(PolicyRuntime), "policy_runtime",
+             f"must be {', '.join(get_args(PolicyRuntime))}, got {self.policy_runtime!r}")
+        need(self.cmd_rate_hz > 0, "cmd_rate_hz", f"must be > 0, got {self.cmd_rate_hz}")
+        need(self.stale_timeout_s > 0, "stale_timeout_s", f"must be > 0, got {self.stale_timeout_s}")
+        need(self.move_to_default_s >= 0, "move_to_default_s", f"must be >= 0, got {self.move_to_default_s}")
+        need(self.damping_kd >= 0, "damping_kd", f"must be >= 0, got {self.damping_kd}")
+        need(0 < self.max_tilt_rad <= math.pi, "max_tilt_rad", f"must be in (0, pi], got {self.max_tilt_rad}")
+        need(self.joint_limit_margin_rad >= 0, "joint_limit_margin_rad",
+             f"must be >= 0, got {self.joint_limit_margin_rad}")
+        need(self.on_clip_end in get_args(OnClipEnd), "on_clip_end",
+             f"must be {' or '.join(get_args(OnClipEnd))}, got {self.on_clip_end!r}")
+        need(self.mode_pr in (0, 1), "mode_pr", f"must be 0 (pitch/roll) or 1 (A/B), got {self.mode_pr}")
+        need(self.state_pub_rate_hz >= 0, "state_pub_rate_hz", f"must be >= 0 (0 = off), got {self.state_pub_rate_hz}")
+        need(self.diagnostics_rate_hz >= 0, "diagnostics_rate_hz",
+             f"must be >= 0 (0 = off), got {self.diagnostics_rate_hz}")
+        need(self.shutdown_damping_s >= 0, "shutdown_damping_s", f"must be >= 0, got {self.shutdown_damping_s}")
+        need(self.conflict_hold_s >= 0, "conflict_hold_s", f"must be >= 0, got {self.conflict_hold_s}")
+        need(self.executor in scheduling.EXECUTORS, "executor",
+             f"must be {' or '.join(scheduling.EXECUTORS)}, got {self.executor!r}")
+        need(0 <= self.rt_priority <= 99, "rt_priority", f"must be in 0..99, got {self.rt_priority}")
+        need(-20 <= self.nice <= 19, "nice", f"must be in -20..19, got {self.nice}")
+        need(1.0 <= self.fallback_tick_periods < 2.0, "fallback_tick_periods",
+             f"must be in [1, 2), got {self.fallback_tick_periods}")
+        scheduling.parse_cpu_list(self.cpu_affinity)  # a ConfigError naming the key
 
 
 class PolicyNode(Node):
@@ -339,7 +344,7 @@ class PolicyNode(Node):
                 self.sm.fault(now, f"internal error: {type(exc).__name__}: {exc}")
             finally:
                 if self.sm.mode == Mode.DAMPING:
-                    self._publish_cmd("damp")
+                    self._publish_cmd(CommandKind.DAMP)
         self._tick += 1
         self.stats.compute.append(time.perf_counter() - t0)
 
@@ -397,11 +402,11 @@ class PolicyNode(Node):
         except PolicyFault as exc:
             sm.fault(now, str(exc))
 
-    def _publish_cmd(self, kind: str, q=None, kp=None, kd=None) -> None:
+    def _publish_cmd(self, kind: CommandKind, q=None, kp=None, kd=None) -> None:
         mm, pr = self._mode_machine, self.cfg.mode_pr
-        if kind == "none":
+        if kind == CommandKind.NONE:
             return
-        key = (kind, q.tobytes() if kind == "pd" else None)
+        key = (kind, q.tobytes() if kind == CommandKind.PD else None)
         if key == self._cmd_key:  # same targets as last tick (HOLD, between policy steps): reuse the msg
             if self._cmd.mode_machine != mm:  # only the robot's mode_machine changed: new CRC, same targets
                 self._cmd.mode_machine = mm
@@ -410,17 +415,17 @@ class PolicyNode(Node):
             self._counts["lowcmd"] += 1
             return
         self._cmd_key = None
-        if kind == "pd":
+        if kind == CommandKind.PD:
             try:
                 ll.fill_lowcmd(self._cmd, q, kp, kd, mode_machine=mm, mode_pr=pr)
             except ValueError as exc:  # non-finite targets: never sent; damp instead
                 self.sm.fault(self.now(), f"invalid targets: {exc}")
-                kind = "damp"
-        if kind == "zero":
+                kind = CommandKind.DAMP
+        if kind == CommandKind.ZERO:
             ll.fill_zero_torque(self._cmd, mode_machine=mm, mode_pr=pr)
-        elif kind == "damp":
+        elif kind == CommandKind.DAMP:
             ll.fill_damping(self._cmd, self.cfg.damping_kd, mode_machine=mm, mode_pr=pr)
-        self._cmd_key = (kind, q.tobytes() if kind == "pd" else None)  # kp/kd are fixed per kind
+        self._cmd_key = (kind, q.tobytes() if kind == CommandKind.PD else None)  # kp/kd are fixed per kind
         self.pub_cmd.publish(self._cmd)
         self._counts["lowcmd"] += 1
 
@@ -486,7 +491,7 @@ class PolicyNode(Node):
             self.sm.go(self.now(), Mode.DAMPING, "node shutdown")
         end = time.monotonic() + self.cfg.shutdown_damping_s
         while time.monotonic() < end:
-            self._publish_cmd("damp")
+            self._publish_cmd(CommandKind.DAMP)
             time.sleep(self.period)
 
 

@@ -4,27 +4,27 @@
 from __future__ import annotations
 
 import os
+from typing import Literal, get_args
 
 from rclpy.executors import SingleThreadedExecutor
 
-from bcg_sim.config import ConfigError
+from bcg_sim.config import ConfigError, checker
 
-EXECUTORS = ("events", "single_threaded")
+Executor = Literal["events", "single_threaded"]
+EXECUTORS: tuple[str, ...] = get_args(Executor)
 
 
 def parse_cpu_list(text: str | int) -> set[int]:
     """CPU numbers of a Linux cpu-list string ("1", "2-3", "0,2-3"; a ROS parameter "1" arrives as int 1);
     "" = no pinning (empty set)."""
-    text = str(text)
+    text, need = str(text), checker()
     cpus: set[int] = set()
     for part in filter(None, (p.strip() for p in text.split(","))):
         lo, _, hi = part.partition("-")
-        try:
-            a, b = int(lo), int(hi or lo)
-        except ValueError:
-            raise ValueError(f"cpu_affinity must be a cpu list like '1', '2-3' or '0,2', got {text!r}") from None
-        if a < 0 or b < a:
-            raise ValueError(f"cpu_affinity: bad range {part!r} in {text!r}")
+        ok = lo.strip().isdigit() and (hi.strip().isdigit() or not hi)
+        need(ok, "cpu_affinity", f"must be a cpu list like '1', '2-3' or '0,2', got {text!r}")
+        a, b = int(lo), int(hi or lo)
+        need(b >= a, "cpu_affinity", f"bad range {part!r} in {text!r}")
         cpus.update(range(a, b + 1))
     return cpus
 

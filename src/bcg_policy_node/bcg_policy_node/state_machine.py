@@ -54,11 +54,20 @@ class Transition:
     cause: str
 
 
+class CommandKind(str, enum.Enum):
+    """What the node sends on a tick."""
+
+    NONE = "none"  # nothing: the robot has never been commanded (WAIT)
+    ZERO = "zero"  # zero torque: kp = kd = 0
+    DAMP = "damp"  # kp 0 and the damping kd on every joint
+    PD = "pd"  # position targets q with gains kp, kd
+
+
 @dataclass
 class Targets:
-    """What to send this tick: kind 'none' (nothing), 'zero' (zero torque), 'damp', or 'pd' with q, kp, kd [29]."""
+    """What to send this tick: a command kind, with q, kp, kd [29] for CommandKind.PD."""
 
-    kind: str
+    kind: CommandKind
     q: np.ndarray | None = None
     kp: np.ndarray | None = None
     kd: np.ndarray | None = None
@@ -127,19 +136,19 @@ class StateMachine:
         Also ends a finished MOVE_TO_DEFAULT (-> HOLD)."""
         m = self.mode
         if m == Mode.WAIT:
-            return Targets("none")
+            return Targets(CommandKind.NONE)
         if m == Mode.ZERO_TORQUE:
-            return Targets("zero")
+            return Targets(CommandKind.ZERO)
         if m == Mode.DAMPING:
-            return Targets("damp")
+            return Targets(CommandKind.DAMP)
         if m == Mode.MOVE_TO_DEFAULT:
             s = smoothstep((now - self.since) / self.move_duration_s) if self.move_duration_s > 0 else 1.0
             q = self._move_from + (self.default_q - self._move_from) * s
             if s >= 1.0:
                 self.go(now, Mode.HOLD, f"reached the default pose after {now - self.since:.2f} s")
-            return Targets("pd", q, self.stand_kp, self.stand_kd)
+            return Targets(CommandKind.PD, q, self.stand_kp, self.stand_kd)
         if m == Mode.HOLD:
-            return Targets("pd", self.default_q, self.stand_kp, self.stand_kd)
+            return Targets(CommandKind.PD, self.default_q, self.stand_kp, self.stand_kd)
         if policy_q is None:
             raise RuntimeError("RUN without policy targets")
-        return Targets("pd", policy_q, self.kp, self.kd)
+        return Targets(CommandKind.PD, policy_q, self.kp, self.kd)

@@ -11,7 +11,7 @@ import os
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 import yaml
 
@@ -20,6 +20,18 @@ T = TypeVar("T")
 
 class ConfigError(ValueError):
     """A configuration file or value is wrong; the message names the file and the key."""
+
+
+def checker(where: str = "") -> Callable[[bool, str, str], None]:
+    """`need(ok, key, msg)`, the one form of a config value check: a ConfigError "where: key: msg" (one line)
+    unless `ok`. Without `where` (a dataclass' __post_init__) `from_dict` adds the file or node to the message."""
+    prefix = f"{where}: " if where else ""
+
+    def need(ok: bool, key: str, msg: str) -> None:
+        if not ok:
+            raise ConfigError(f"{prefix}{key}: {msg}")
+
+    return need
 
 
 def config_dir() -> Path:

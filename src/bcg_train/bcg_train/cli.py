@@ -123,10 +123,10 @@ def train_main(argv) -> int:
 
 def _run(cfg, out, rank, procs, resume, budget, comm) -> int:
     from bcg_train.dist import Comm
-    from bcg_train.runner import RunError, Runner, TaskError
+    from bcg_train.runner import RunError, TaskError, Trainer
 
     try:
-        return Runner(cfg, out, comm or Comm(rank, procs), procs, resume, budget).train()
+        return Trainer(cfg, out, comm or Comm(rank, procs), procs, resume, budget).train()
     except (ConfigError, RunError, TaskError) as exc:
         return _fail(str(exc))
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_type_hints
 
-from bcg_sim.config import ConfigError, config_dir, from_dict, load_yaml
+from bcg_sim.config import ConfigError, checker, config_dir, from_dict, load_yaml
 
 AlgoName = Literal["shac", "shac-bcg", "ppo"]  # bcg_train.algorithm.ALGORITHMS: the class of each
 RewardKind = Literal["add", "tracking"]  # bcg_train.rewards.REWARDS: the class of each
@@ -199,10 +199,7 @@ class TrainConfig:
     eval: TrainEvalConfig = field(default_factory=TrainEvalConfig)
 
     def validate(self, where: str = "train config") -> TrainConfig:
-        def need(ok: bool, key: str, msg: str) -> None:
-            if not ok:
-                raise ConfigError(f"{where}: {key}: {msg}")
-
+        need = checker(where)
         need(self.algo in ALGOS, "algo", f"must be one of {ALGOS}, got {self.algo!r}")
         need(self.reward.kind in REWARD_KINDS, "reward.kind",
              f"must be one of {REWARD_KINDS}, got {self.reward.kind!r}")

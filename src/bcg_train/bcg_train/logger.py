@@ -10,10 +10,41 @@ import math
 import sys
 from pathlib import Path
 
+from tqdm import tqdm
+
 from bcg_train.config import Budget
 
 METRICS_FILE, EVAL_FILE = "metrics.csv", "eval.csv"
-_BAR_UNITS = {"iterations": "it", "samples": "smp", "seconds": "s"}
+# The bar is drawn from the fraction of the budget spent; bar_status() writes the counts and times after it.
+_BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {status}{postfix}"
+
+
+class _Bar(tqdm):
+    """A tqdm bar whose format has a {status} field: bar_status's text, set before each refresh."""
+
+    status = ""
+
+    @property
+    def format_dict(self) -> dict:
+        return {**super().format_dict, "status": self.status}
+
+
+def bar_status(budget: Budget, iteration: int, samples: int, elapsed: float) -> tuple[float, str]:
+    """Where a run stands, for the progress bar: the fraction of its budget spent, and a text that counts
+    iterations ("37/200 it" for an iteration budget, "37 it, 1.18M/2.00M samples" for a sample budget, "37 it"
+    for a wall-clock one) followed by elapsed<remaining as [h:]mm:ss and the time per iteration."""
+    done = {"iterations": iteration, "samples": samples, "seconds": elapsed}[budget.kind]
+    frac = min(1.0, done / budget.amount)
+    if budget.kind == "iterations":
+        count = f"{iteration}/{budget.amount:.0f} it"
+    elif budget.kind == "samples":
+        count = f"{iteration} it, {tqdm.format_sizeof(samples)}/{tqdm.format_sizeof(budget.amount)} samples"
+    else:
+        count = f"{iteration} it"
+    # at the run's average pace so far (for a wall-clock budget: exactly the time left)
+    remaining = tqdm.format_interval(elapsed * (1 - frac) / frac) if frac > 0 else "?"
+    per_it = f"{elapsed / iteration:.2f}s/it" if iteration else "?s/it"
+    return frac, f"{count} [{tqdm.format_interval(elapsed)}<{remaining}, {per_it}]"
 
 
 class TrainLog:
@@ -37,13 +68,12 @@ class TrainLog:
             else:
                 truncate_rows(out / name, resume_iteration)
         from torch.utils.tensorboard import SummaryWriter
-        from tqdm import tqdm
 
         self.writer = SummaryWriter(str(out / "tb"), purge_step=None if resume_iteration is None
                                     else resume_iteration + 1)
         # a terminal gets a live bar; a log file (not a terminal) gets lines: one per evaluation
-        self.bar = tqdm(total=budget.amount, unit=_BAR_UNITS[budget.kind], desc=title, dynamic_ncols=True,
-                        file=sys.stderr, initial=min(budget.amount, progress), disable=not sys.stderr.isatty())
+        self.bar = _Bar(total=1.0, desc=title, bar_format=_BAR_FORMAT, dynamic_ncols=True, file=sys.stderr,
+                        initial=min(1.0, progress / budget.amount), disable=not sys.stderr.isatty())
 
     def __enter__(self) -> TrainLog:
         return self
@@ -58,7 +88,7 @@ class TrainLog:
             self.writer.close()
         self.bar = self.writer = None
 
-    def iteration(self, row: dict, progress: float) -> None:
+    def iteration(self, row: dict) -> None:
         """One metrics.csv row (its first row fixes the columns), its numbers to TensorBoard, the bar moved."""
         if not self.main:
             return
@@ -77,9 +107,10 @@ class TrainLog:
         for k, v in row.items():
             if isinstance(v, (int, float)) and math.isfinite(v) and k != "iteration":
                 self.writer.add_scalar(k, v, row["iteration"])
-        self.bar.n = min(self.budget.amount, progress)
-        self.bar.set_postfix(E=f"{row['e_track_cm']:.1f}cm", r=f"{row['reward']:.3f}", g=f"{row['grad_norm']:.2g}",
-                             skip=row.get("skipped_total", 0), **self._eval_postfix(), refresh=False)
+        self.bar.n, self.bar.status = bar_status(self.budget, row["iteration"], row["samples"], row["wall_s"])
+        # the evaluation first: a narrow terminal cuts the line's end
+        self.bar.set_postfix_str(f"{self._eval_postfix()}batch E {row['e_track_cm']:.1f}cm, r {row['reward']:.3f}, "
+                                 f"|g| {row['grad_norm']:.2g}, skip {row.get('skipped_total', 0)}", refresh=False)
         self.bar.refresh()
 
     def evaluation(self, row: dict, elapsed: float, iteration: int, samples: int, window_s: float) -> None:
@@ -106,10 +137,10 @@ class TrainLog:
         if self.main:
             print(f"\n{text}", file=sys.stderr)
 
-    def _eval_postfix(self) -> dict:
+    def _eval_postfix(self) -> str:
         """The newest evaluation for the progress bar: whole-clip E_track and falls."""
         r = self.last_eval_row
-        return {} if r is None else {"eval": f"{r['e_track_cm']:.1f}cm/{r['falls']:.0%}falls"}
+        return "" if r is None else f"eval {r['e_track_cm']:.1f}cm {r['falls']:.0%} falls, "
 
 
 def truncate_rows(path: Path, iteration: int) -> None:

@@ -136,8 +136,9 @@ def check_run_folder(run: Path) -> tuple[TrainConfig, int]:
 
 
 # ---------------------------------------------------------------------------------------------- loop
-class Runner:
-    """Owns the loop for one process (rank). `train()` returns the exit code."""
+class Trainer:
+    """The training loop of one process (rank): task, algorithm, budget, evaluations, checkpoints.
+    `train()` returns the exit code."""
 
     def __init__(self, cfg: TrainConfig, out: Path, comm: Comm, procs: int, resume: bool,
                  budget_text: str | None = None):
@@ -336,7 +337,7 @@ class Runner:
         row = {"iteration": self.iteration, **m, "samples": self.samples, "wall_s": round(self.elapsed, 3)}
         if self.first_row is None:
             self.first_row = row
-        self.log.iteration(row, self._progress())
+        self.log.iteration(row)
 
     def _progress(self) -> float:
         return {"iterations": self.iteration, "samples": self.samples, "seconds": self.elapsed}[self.budget.kind]
@@ -459,4 +460,4 @@ def networks_from_checkpoint(cfg: TrainConfig, run: Path, d: dict):
     return algorithm_class(cfg.algo).network_from_state(cfg, contract.n_obs, d["algo"]), norm
 
 
-__all__ = ["Runner", "RunError", "TaskError", "ConfigError", "export_run", "check_run_folder", "EXIT_BAD_INPUT"]
+__all__ = ["Trainer", "RunError", "TaskError", "ConfigError", "export_run", "check_run_folder", "EXIT_BAD_INPUT"]

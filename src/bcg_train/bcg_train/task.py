@@ -409,12 +409,12 @@ class Task:
         self.steps.copy_(d["steps"])
         self.hazard.copy_(d["hazard"])
         self.push_timer.copy_(d["push_timer"])
-        self.delayed.copy_(d.get("delayed", torch.zeros_like(self.delayed)))  # older runs had no action delay
+        self.delayed.copy_(d.get("delayed", torch.zeros_like(self.delayed)))  # absent before action delay existed
         self.last_action = d["last_action"].to(self.device).clone()
         self.gen.set_state(d["gen"])
         # the env tracks the clip from these frames again; BCG's touchdown rule restarts (feet count as loaded)
         self.env.reset(None, motion=self.motion, frames=self.frame.cpu(), state=SimState(*d["sim_state"]))
-        if d.get("world_params") is not None:  # each world's physics until its episode ends (older runs: none)
+        if d.get("world_params") is not None:  # each world's physics until its episode ends (absent: sim config's)
             from bcg_sim.diffsim.world_params import WorldParams
 
             self.env.set_world_params(None, WorldParams.from_dict(d["world_params"]))

@@ -2,7 +2,8 @@
 
 `load_sim_config()` reads the YAML through `bcg_sim.config.load_config`, then `SimConfig.validate()` checks
 every physical bound and raises `ConfigError` naming the key, so a bad value fails at construction and not
-as a NaN twenty seconds into a rollout.
+as a NaN twenty seconds into a rollout. The YAML documents each value; the dataclass defaults are the same
+values (tests/test_diffsim.py holds them equal), so a sim YAML that leaves a key out means config/sim.yaml's.
 """
 
 from __future__ import annotations
@@ -10,8 +11,14 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field, replace
+from typing import Literal, get_args
 
-from bcg_sim.config import ConfigError, from_dict, load_config
+from bcg_sim.config import checker, from_dict, load_config
+
+Backend = Literal["native", "newton"]
+Gains = Literal["policy", "stand"]
+Perturbation = Literal["base", "leg"]
+BundleStart = Literal["step", "contact"]
 
 
 @dataclass
@@ -21,11 +28,11 @@ class SolverConfig:
     max_stable_dt: float = 0.0005  # [s], newton backend: measured for the G1 with Featherstone (docs/sim.md)
     stability_safety: float = 0.2  # newton backend: dt <= safety * 2 / omega_contact as well
     native_stability_safety: float = 0.9  # native backend: dt <= this x its computed bound (native.stable_dt_bound)
-    stable_pd: bool = False  # native backend: implicit PD (gains on the mass-matrix diagonal)
+    stable_pd: bool = True  # native backend: implicit PD (gains on the mass-matrix diagonal)
     # native backend, with stable_pd: keep the PD's damping at kd (the explicit law's): the stable PD's implicit
     # position error adds dt*kp of damping, so kd - dt*kp is passed as its damping (docs/sim.md)
-    stable_pd_exact_damping: bool = False
-    implicit_contact: bool = False  # native backend: contact damping implicit (a point mass dt*c per sphere)
+    stable_pd_exact_damping: bool = True
+    implicit_contact: bool = True  # native backend: contact damping implicit (a point mass dt*c per sphere)
     # native backend, with implicit_contact: the normal spring implicit too (backward Euler in contact: ke acts on
     # the end-of-substep penetration, a damping kd + dt*ke on the end-of-substep normal velocity; docs/sim.md)
     implicit_contact_spring: bool = False
@@ -44,7 +51,9 @@ class ContactConfig:
     effective_mass: float = 1.0  # m_eff per sphere [kg]
     friction_mu: float = 0.8
     friction_slope_ratio: float = 1.0  # kf = ratio * kd
-    body_spheres: dict[str, float] = field(default_factory=dict)  # body -> radius [m], at its COM
+    body_spheres: dict[str, float] = field(default_factory=lambda: {  # body -> radius [m], at its COM
+        "pelvis": 0.10, "torso_link": 0.12, "left_knee_link": 0.06, "right_knee_link": 0.06,
+        "left_elbow_link": 0.05, "right_elbow_link": 0.05, "left_wrist_yaw_link": 0.05, "right_wrist_yaw_link": 0.05})
 
     @property
     def ke(self) -> float:
@@ -71,7 +80,7 @@ class ContactConfig:
 class ActuationConfig:
     action_scale: float = 0.25  # [rad] per unit action
     min_armature: float = 0.01  # [kg m^2]
-    gains: str = "policy"  # "policy": MOTORS kp/kd (BeyondMimic); "stand": bcg_sim.g1.stand_gains()
+    gains: Gains = "policy"  # "policy": MOTORS kp/kd (BeyondMimic); "stand": bcg_sim.g1.stand_gains()
     kp_scale: float = 1.0  # multiplies the chosen kp
     kd_scale: float = 1.0  # multiplies the chosen kd
     joint_limit_ke: float = 10000.0  # [N m/rad] joint-range stop stiffness past a hinge's range (both backends)
@@ -87,33 +96,33 @@ class TerminationConfig:
 @dataclass
 class BCGConfig:
     enabled: bool = True
-    branches: int = 8  # B
-    horizon: int = 2  # H, control steps
+    branches: int = 6  # B
+    horizon: int = 1  # H, control steps
     sigma: float = 0.005  # [m]
     sigma_v: float = 0.05  # [m/s]
     trigger_force: float = 50.0  # [N]
     rearm_force: float = 0.0  # [N] a foot re-arms after a control step whose peak force stayed <= this
-    pool_size: int = 32  # branch worlds, a multiple of B
+    pool_size: int = 192  # branch worlds, a multiple of B
     antithetic: bool = True
     seed: int = 0
     # How the foot perturbation enters the generalized coordinates: "base" shifts the floating base (the whole
     # robot moves, exactly dp / dv at every point); "leg" moves only the contacting leg's 6 joints by
     # dq = J+ dp, dqd = J+ dv (J: sole-centre translational Jacobian, damped least squares).
-    perturbation: str = "base"
+    perturbation: Perturbation = "leg"
     leg_damping: float = 0.03  # [m] DLS damping lambda of J+ = J^T (J J^T + lambda^2 I)^-1; |J+| <= 1/(2 lambda)
     # Where a touchdown's branches start: "step" at the start of the touchdown's control step; "contact" at the
     # last substep state before the foot's contact onset in it (native backend only). Both end at the same
     # control-step boundary, so the bundle spans the same contact; "contact" skips simulating the flight before.
-    start: str = "step"
+    start: BundleStart = "contact"
 
 
 @dataclass
 class SimConfig:
     device: str = "cpu"
-    backend: str = "newton"  # "newton" (Warp Featherstone, CPU and CUDA) or "native" (Pinocchio ABA, CPU)
+    backend: Backend = "native"  # "newton" (Warp Featherstone, CPU and CUDA) or "native" (Pinocchio ABA, CPU)
     variant: str = "29dof"
     control_hz: float = 50.0
-    sim_dt: float = 0.0005  # [s]
+    sim_dt: float = 0.002  # [s]
     max_tape_steps: int = 64
     solver: SolverConfig = field(default_factory=SolverConfig)
     contact: ContactConfig = field(default_factory=ContactConfig)
@@ -135,7 +144,7 @@ class SimConfig:
         """Largest substep accepted: the measured bound and the explicit contact spring-damper bound."""
         return min(self.solver.max_stable_dt, self.solver.stability_safety * 2.0 / self.contact.omega)
 
-    def with_backend(self, backend: str) -> SimConfig:
+    def with_backend(self, backend: Backend) -> SimConfig:
         """A copy on another backend. "newton": its own substep (solver.max_stable_dt) and the explicit PD and
         contact it implements (stable_pd, implicit_contact off); otherwise only `backend` changes."""
         if backend == "newton":
@@ -151,13 +160,9 @@ class SimConfig:
 
     def validate(self) -> SimConfig:
         """Raise ConfigError on any value outside its physical range; returns self for chaining."""
-
-        def need(ok: bool, key: str, msg: str) -> None:
-            if not ok:
-                raise ConfigError(f"sim config: {key}: {msg}")
-
+        need = checker("sim config")
         c, b = self.contact, self.bcg
-        need(self.backend in ("newton", "native"), "backend", f"must be 'newton' or 'native', got {self.backend!r}")
+        need(self.backend in get_args(Backend), "backend", f"must be one of {get_args(Backend)}, got {self.backend!r}")
         need(0 < self.solver.native_stability_safety <= 1, "solver.native_stability_safety", "must be in (0, 1]")
         need(self.solver.threads >= 1, "solver.threads", f"must be >= 1, got {self.solver.threads}")
         need(not (self.solver.stable_pd and self.backend == "newton"), "solver.stable_pd",
@@ -188,8 +193,8 @@ class SimConfig:
              f"whole number of substeps of {self.sim_dt} s")
         need(self.max_tape_steps >= 1, "max_tape_steps", "must be >= 1")
         need(self.actuation.min_armature >= 0, "actuation.min_armature", "must be >= 0")
-        need(self.actuation.gains in ("policy", "stand"), "actuation.gains",
-             f"must be 'policy' or 'stand', got {self.actuation.gains!r}")
+        need(self.actuation.gains in get_args(Gains), "actuation.gains",
+             f"must be one of {get_args(Gains)}, got {self.actuation.gains!r}")
         need(self.actuation.kp_scale >= 0, "actuation.kp_scale", "must be >= 0")
         need(self.actuation.kd_scale >= 0, "actuation.kd_scale", "must be >= 0")
         need(self.actuation.joint_limit_ke >= 0, "actuation.joint_limit_ke", "must be >= 0")
@@ -207,10 +212,10 @@ class SimConfig:
         need(b.branches < 1 or b.pool_size % b.branches == 0, "bcg.pool_size",
              f"must be a multiple of B={b.branches} (the pool is pool_size/B simulators of B worlds), "
              f"got {b.pool_size}")
-        need(b.perturbation in ("base", "leg"), "bcg.perturbation",
-             f"must be 'base' or 'leg', got {b.perturbation!r}")
+        need(b.perturbation in get_args(Perturbation), "bcg.perturbation",
+             f"must be one of {get_args(Perturbation)}, got {b.perturbation!r}")
         need(b.leg_damping > 0, "bcg.leg_damping", f"must be > 0 m, got {b.leg_damping}")
-        need(b.start in ("step", "contact"), "bcg.start", f"must be 'step' or 'contact', got {b.start!r}")
+        need(b.start in get_args(BundleStart), "bcg.start", f"must be one of {get_args(BundleStart)}, got {b.start!r}")
         need(not (b.start == "contact" and self.backend == "newton"), "bcg.start",
              "'contact' (branches from the contact-onset substep) needs the native backend; newton: 'step'")
         need(not (b.antithetic and b.branches % 2), "bcg.branches",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -111,7 +112,8 @@ REMOVED_IN_23DOF = ("waist_roll", "waist_pitch", "left_wrist_pitch", "left_wrist
                     "right_wrist_pitch", "right_wrist_yaw")
 JOINTS_23: tuple[Joint, ...] = tuple(j for j in JOINTS_29 if j.name not in REMOVED_IN_23DOF)
 
-VARIANTS = {"29dof": JOINTS_29, "23dof": JOINTS_23}
+Variant = Literal["29dof", "23dof"]
+VARIANTS: dict[Variant, tuple[Joint, ...]] = {"29dof": JOINTS_29, "23dof": JOINTS_23}
 
 # Bring-up ("stand") PD gains: used to move to and hold the default pose before a policy runs, and by
 # the simulators' hold tests. The motors' policy gains above are soft (BeyondMimic's): with them a passive

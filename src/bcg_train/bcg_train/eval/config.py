@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bcg_sim.config import ConfigError, load_config
+from bcg_sim.config import ConfigError, checker, load_config
 
 CONFIG_FILE = "eval.yaml"
 
@@ -32,20 +32,19 @@ class EvalConfig:
     ros_remote_press_s: float = 0.05  # [s]
 
     def validate(self, where: str = CONFIG_FILE) -> "EvalConfig":
-        if self.runs < 1:
-            raise ConfigError(f"{where}: eval.runs must be >= 1, got {self.runs}")
-        if not 0 < self.physics_dt <= 0.002:  # the G1 drivers run their PD at >= 500 Hz
-            raise ConfigError(f"{where}: eval.physics_dt must be in (0, 0.002] s (PD at >= 500 Hz), "
-                              f"got {self.physics_dt}")
+        need = checker(where)
+        need(self.runs >= 1, "eval.runs", f"must be >= 1, got {self.runs}")
+        need(0 < self.physics_dt <= 0.002, "eval.physics_dt",  # the G1 drivers run their PD at >= 500 Hz
+             f"must be in (0, 0.002] s (PD at >= 500 Hz), got {self.physics_dt}")
         for name in ("seconds", "init_joint_noise", "init_root_vel_noise", "noise_q_std", "noise_dq_std",
                      "noise_gyro_std", "action_latency_s", "diffsim_seconds", "ros_preroll_s",
                      "ros_move_to_default_s", "ros_remote_press_s"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{where}: eval.{name} must be >= 0, got {getattr(self, name)}")
-        if self.fall_height <= 0 or self.contact_height <= 0:
-            raise ConfigError(f"{where}: eval.fall_height and eval.contact_height must be > 0")
-        if self.strip_frames < 1 or self.strip_width < 16 or self.strip_height < 16:
-            raise ConfigError(f"{where}: eval.strip_frames >= 1 and strip_width/height >= 16 px")
+            need(getattr(self, name) >= 0, f"eval.{name}", f"must be >= 0, got {getattr(self, name)}")
+        need(self.fall_height > 0, "eval.fall_height", f"must be > 0 m, got {self.fall_height}")
+        need(self.contact_height > 0, "eval.contact_height", f"must be > 0 m, got {self.contact_height}")
+        need(self.strip_frames >= 1, "eval.strip_frames", f"must be >= 1, got {self.strip_frames}")
+        need(min(self.strip_width, self.strip_height) >= 16, "eval.strip_width",
+             f"strip_width and strip_height must be >= 16 px, got {self.strip_width} x {self.strip_height}")
         return self
 
 
@@ -66,12 +65,12 @@ class ExperimentConfig:
     def validate(self, where: str = CONFIG_FILE) -> "ExperimentConfig":
         from bcg_train.config import parse_budget
 
-        if not self.train_command or not self.resume_command:
-            raise ConfigError(f"{where}: experiment.train_command and resume_command must not be empty")
-        if any(k <= 0 for k in self.kappas) or self.compare_kappa <= 0:
-            raise ConfigError(f"{where}: experiment.kappas and compare_kappa must be > 0 kN/m")
-        if self.jobs < 1:
-            raise ConfigError(f"{where}: experiment.jobs must be >= 1, got {self.jobs}")
+        need = checker(where)
+        need(bool(self.train_command), "experiment.train_command", "must not be empty")
+        need(bool(self.resume_command), "experiment.resume_command", "must not be empty")
+        need(min(self.kappas, default=1) > 0, "experiment.kappas", f"must be > 0 kN/m, got {self.kappas}")
+        need(self.compare_kappa > 0, "experiment.compare_kappa", f"must be > 0 kN/m, got {self.compare_kappa}")
+        need(self.jobs >= 1, "experiment.jobs", f"must be >= 1, got {self.jobs}")
         try:
             parse_budget(self.budget)
         except ConfigError as exc:

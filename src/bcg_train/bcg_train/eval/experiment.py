@@ -77,7 +77,7 @@ def _eta(seconds: float) -> str:
 
 
 # --- cells ---------------------------------------------------------------------------------------------------
-class Runner:
+class ExperimentScheduler:
     """Trains and evaluates cells under out/cells, `jobs` at a time, skipping finished ones with --resume.
     Each cell is two child processes: the training command (bcg-train) and bcg-eval on its exported policy, so
     cells running at once share nothing but the disk (Warp's CPU kernels take one core per process)."""
@@ -187,12 +187,12 @@ class Runner:
 
 
 # --- tables and figures -----------------------------------------------------------------------------------------
-def table1(runner: Runner, motions, kappas, seeds) -> str:
+def table1(sched: ExperimentScheduler, motions, kappas, seeds) -> str:
     rows, rows_b = [], []
     for m in motions:
         row, row_b = [m], [m]
         for k in kappas:
-            res = [runner.result(Cell(m, "shac-bcg", k, s)) for s in seeds]
+            res = [sched.result(Cell(m, "shac-bcg", k, s)) for s in seeds]
             n = sum(r["aggregate"]["runs"] for r in res)
             dd = np.mean([r["delta_d"]["delta_d_mm"] for r in res])
             row.append(f"{sum(r['aggregate']['falls'] for r in res)}/{n}, {fmt(float(dd), 1)} mm")
@@ -218,32 +218,32 @@ def _train_side_falls(results: list[dict]) -> str:
     return f"{sum(x['train_falls'] for x in d)}/{n}, {fmt(float(surv), 2)} s"
 
 
-def table2(runner: Runner, motions, kappa, seeds) -> str:
+def table2(sched: ExperimentScheduler, motions, kappa, seeds) -> str:
     rows = []
     for m in motions:
         row = [m]
         for algo, k in (("shac-bcg", kappa), ("ppo", kappa)):
-            e = [r["e_track_cm"] for s in seeds for r in runner.result(Cell(m, algo, k, s))["runs"]]
+            e = [r["e_track_cm"] for s in seeds for r in sched.result(Cell(m, algo, k, s))["runs"]]
             row.append(pm(float(np.mean(e)), float(np.std(e))))
         rows.append(row)
     return (f"### Table 2: E_track [cm], mean ± std over runs (κ = {kappa:g} kN/m)\n\n"
             + markdown_table(["motion", "SHAC+BCG", "PPO"], rows))
 
 
-def cells_table(runner: Runner, cells: list[Cell]) -> str:
+def cells_table(sched: ExperimentScheduler, cells: list[Cell]) -> str:
     """Every trained cell: its training (bcg-train's summary.json, whose evaluation runs in bcg_sim) beside its
     MuJoCo evaluation (bcg-eval, where the experiment evaluates it): whether a policy learned in the simulator
     it was trained in and whether that carried over."""
     rows = []
     for c in cells:
-        if not runner.trained(c):
+        if not sched.trained(c):
             continue
-        t = json.loads((runner.cell_dir(c) / "summary.json").read_text())
+        t = json.loads((sched.cell_dir(c) / "summary.json").read_text())
         learned = (f"{fmt(t['eval_first_e_track_cm'], 1)} → {fmt(t['eval_last_e_track_cm'], 1)} cm, falls "
                    f"{t['eval_last_falls']:.0%}")
         mj = ["", "", "", "", "", ""]
-        if runner.evaluated(c):
-            r = runner.result(c)
+        if sched.evaluated(c):
+            r = sched.result(c)
             a = r["aggregate"]
             mj = [f"{a['falls']}/{a['runs']}", pm(a["survival_s_mean"], a["survival_s_std"]),
                   _train_side_falls([r]), pm(a["e_track_cm_mean"], a["e_track_cm_std"], 1),
@@ -274,14 +274,14 @@ def _plt():
     return plt
 
 
-def gradvar_log(runner: Runner, c: Cell) -> dict[str, np.ndarray]:
+def gradvar_log(sched: ExperimentScheduler, c: Cell) -> dict[str, np.ndarray]:
     """The measured rows of a cell's log: iteration, gradvar and its bootstrap std over the training worlds."""
-    log = runner.log_csv(c, ("iteration",) + GRADVAR_COLUMNS)
+    log = sched.log_csv(c, ("iteration",) + GRADVAR_COLUMNS)
     keep = np.isfinite(log[GRADVAR_COLUMNS[0]])
     return {k: v[keep] for k, v in log.items()}
 
 
-def fig3(runner: Runner, motions, kappas, seeds, out: Path) -> str:
+def fig3(sched: ExperimentScheduler, motions, kappas, seeds, out: Path) -> str:
     """Per cell: the first measurement (iteration 1: the same initial policy and start states with and without
     BCG for one seed) and the mean over training, each +-1 std from the bootstrap over the training worlds that
     bcg-train logs (gradvar_std; a mean's std is propagated from its rows'). The figure: both against kappa
@@ -293,7 +293,7 @@ def fig3(runner: Runner, motions, kappas, seeds, out: Path) -> str:
     for algo, style in (("shac-bcg", "-"), ("shac", "--")):
         first, mean = [], []
         for k in kappas:
-            cells = [gradvar_log(runner, Cell(m, algo, k, s)) for m, s in keys]
+            cells = [gradvar_log(sched, Cell(m, algo, k, s)) for m, s in keys]
             if any(len(g["iteration"]) == 0 for g in cells):
                 raise EvalError(f"{algo} at kappa {k:g}: no gradvar measurement in a training log "
                                 "(shac.gradvar_every = 0?)")
@@ -325,7 +325,7 @@ def fig3(runner: Runner, motions, kappas, seeds, out: Path) -> str:
                              rows))
 
 
-def fig5(runner: Runner, motions, kappa, seeds, out: Path) -> str:
+def fig5(sched: ExperimentScheduler, motions, kappa, seeds, out: Path) -> str:
     """Learning curves of every trained cell at kappa (SHAC+BCG; PPO and SHAC where their cells exist): the
     training batch's reward (metrics.csv) and the fixed-protocol evaluation's E_track (eval.csv) against
     iterations, samples (log) and wall-clock."""
@@ -337,11 +337,11 @@ def fig5(runner: Runner, motions, kappa, seeds, out: Path) -> str:
         for algo, style in styles.items():
             for s in seeds:
                 c = Cell(m, algo, kappa, s)
-                if not runner.trained(c):
+                if not sched.trained(c):
                     continue
-                logs = [runner.log_csv(c, CURVE_COLUMNS)]
-                has_eval = (runner.cell_dir(c) / "eval.csv").is_file()
-                logs.append(runner.log_csv(c, EVAL_CURVE_COLUMNS, "eval.csv") if has_eval else None)
+                logs = [sched.log_csv(c, CURVE_COLUMNS)]
+                has_eval = (sched.cell_dir(c) / "eval.csv").is_file()
+                logs.append(sched.log_csv(c, EVAL_CURVE_COLUMNS, "eval.csv") if has_eval else None)
                 for row, (log, y) in enumerate(zip(logs, ("reward", "e_track_cm"))):
                     for ax, x in zip(axes[row], ("iteration", "samples", "wall_s")):
                         if log is not None:
@@ -487,15 +487,15 @@ def experiment_cells(name: str, args: argparse.Namespace) -> tuple[list[Cell], s
     return cells, evaluate
 
 
-def section(name: str, runner: Runner, args: argparse.Namespace, out: Path) -> tuple[str, str]:
+def section(name: str, sched: ExperimentScheduler, args: argparse.Namespace, out: Path) -> tuple[str, str]:
     """(file name, markdown) of one experiment's report section, from its finished cells."""
     if name == "stiffness":
-        return "table1", table1(runner, args.motions, args.kappas, args.seeds)
+        return "table1", table1(sched, args.motions, args.kappas, args.seeds)
     if name == "compare":
-        return "table2", table2(runner, args.motions, args.kappa, args.seeds)
+        return "table2", table2(sched, args.motions, args.kappa, args.seeds)
     if name == "gradvar":
-        return "fig3", fig3(runner, args.gradvar_motions, args.kappas, args.seeds, out)
-    return "fig5", fig5(runner, args.motions, args.kappa, args.seeds, out)
+        return "fig3", fig3(sched, args.gradvar_motions, args.kappas, args.seeds, out)
+    return "fig5", fig5(sched, args.motions, args.kappa, args.seeds, out)
 
 
 def _run(args: argparse.Namespace, exp, ev) -> int:
@@ -517,12 +517,12 @@ def _run(args: argparse.Namespace, exp, ev) -> int:
         (out / "sections" / f"{name}.md").write_text(text)
         print(text)
     else:
-        runner = Runner(args, exp, ev)
+        sched = ExperimentScheduler(args, exp, ev)
         cells, to_evaluate = experiment_cells(args.experiment, args)
-        runner.run(cells, to_evaluate)
-        parts = [section(p, runner, args, out) for p in (EXPERIMENTS if args.experiment == "all"
+        sched.run(cells, to_evaluate)
+        parts = [section(p, sched, args, out) for p in (EXPERIMENTS if args.experiment == "all"
                                                            else (args.experiment,))]
-        for name, text in parts + [(f"cells_{args.experiment}", cells_table(runner, cells))]:
+        for name, text in parts + [(f"cells_{args.experiment}", cells_table(sched, cells))]:
             (out / "sections" / f"{name}.md").write_text(text)
             print(text)
     print(f"wrote {write_report(out, args)}")
