@@ -175,11 +175,12 @@ def _record_and_kill(pub, bag, kill_after_s, log):
             i += 1
             time.sleep(1.0 / KILL_RATE_HZ)
 
-        # The kill clock starts at the first message the recorder writes (its first file opens): a matched
-        # reader can take ~1 s to receive when the previous recorder's process was SIGKILLed (Fast DDS
-        # shared-memory port health check), and what was never delivered is not a loss of the bag.
-        def recorder_wrote() -> bool:  # an open (.part) or closed file exists
-            return any(bag.glob(".*.part")) or any(bag.glob("*.mcap"))
+        # The kill clock starts once the recorder has closed its first split: a matched reader can take ~1 s
+        # to receive when the previous recorder's process was SIGKILLed (Fast DDS shared-memory port health
+        # check), and a recorder starved of CPU on a loaded machine may open a file long before it writes one;
+        # what was never delivered or written before the clock started is not a loss of the bag.
+        def recorder_wrote() -> bool:  # a closed split exists
+            return any(bag.glob("*.mcap"))
 
         t_wait = time.monotonic()
         while not recorder_wrote() and time.monotonic() - t_wait < 30.0:
