@@ -24,6 +24,11 @@ from bcg_sim.g1.joints import JOINTS_29, MOTORS, joint_limits, stand_gains
 from bcg_sim.policy.observation import STANDARD_LAYOUT, _like, feature_size
 from bcg_sim.quat import is_torch
 
+# [29] rad, motor order: targets are kept inside them (read once; action_to_target runs every control step)
+_JOINT_LOWER, _JOINT_UPPER = joint_limits()
+_JOINT_LOWER.setflags(write=False)
+_JOINT_UPPER.setflags(write=False)
+
 FORMAT = "bcg_policy"
 METADATA_VERSION = 1
 NUM_JOINTS = len(JOINTS_29)
@@ -106,12 +111,11 @@ class PolicyContract:
     def action_to_target(self, action):
         """Joint position targets [..., 29] rad from raw actions [..., 29] (numpy or torch), inside the joints'
         ranges: the robot never asks a motor to push past its range, so training must not either -- a policy
-        trained with unclipped targets learns to command past the range for extra PD torque, and that torque is
-        missing on the robot (a fight policy clipped 10 % of its targets, by up to 8 rad, and fell)."""
+        trained with unclipped targets learns to command past the range for PD torque the robot does not give."""
         c = self.action_clip
         a = action.clamp(-c, c) if is_torch(action) else np.clip(action, -c, c)
         q = _like(self.default_joint_pos, a) + _like(self.action_scale, a) * a
-        lower, upper = (_like(x, a) for x in joint_limits())
+        lower, upper = _like(_JOINT_LOWER, a), _like(_JOINT_UPPER, a)
         return q.clamp(min=lower, max=upper) if is_torch(q) else np.clip(q, lower, upper)
 
     # --- io ---
