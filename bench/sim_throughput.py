@@ -230,21 +230,10 @@ DR_ON = {"friction_scale": (0.5, 1.5), "kp_scale": (0.85, 1.15), "kd_scale": (0.
 
 
 def draw_dr(n: int, gen: torch.Generator):
-    """WorldParams of n worlds uniform in DR_ON (as bcg_train.task.Task.draw_world_params draws them)."""
-    from bcg_sim.diffsim import MASS_BODIES, WorldParams
+    """WorldParams of n worlds uniform in DR_ON (the draw bcg_train.task.Task.draw_world_params makes)."""
+    from bcg_sim.diffsim import WorldParams
 
-    def u(r, *shape):
-        return r[0] + (r[1] - r[0]) * torch.rand(*shape, generator=gen, dtype=torch.float64)
-
-    p = WorldParams.nominal(n)
-    p.friction_scale = u(DR_ON["friction_scale"], n)
-    p.kp_scale, p.kd_scale = u(DR_ON["kp_scale"], n, 29), u(DR_ON["kd_scale"], n, 29)
-    p.mass_scale[:, MASS_BODIES.index("pelvis")] = u(DR_ON["pelvis_mass_scale"], n)
-    p.mass_scale[:, MASS_BODIES.index("torso_link")] = u(DR_ON["torso_mass_scale"], n)
-    off = torch.tensor(DR_ON["torso_com_offset"], dtype=torch.float64)
-    u = 2 * torch.rand(n, 3, generator=gen, dtype=torch.float64) - 1  # uniform in [-1, 1]
-    p.com_offset_b[:, MASS_BODIES.index("torso_link")] = u * off
-    return p
+    return WorldParams.draw(n, gen, **DR_ON)
 
 
 def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: int, repeats: int,

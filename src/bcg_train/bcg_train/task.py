@@ -35,7 +35,7 @@ from bcg_sim.g1 import joint_limits
 from bcg_sim.policy import ReferenceWindow, RobotState, build_observation
 from bcg_sim.quat import rotate_inv as quat_rotate_inv
 from bcg_sim.quat import to_rot6d as quat_to_rot6d
-from bcg_train.config import FEATURE_GROUPS, TrainConfig
+from bcg_train.config import FEATURE_GROUPS, PHYSICS_SCALE_KEYS, TrainConfig
 
 CM_PER_M = 100.0
 PRIVILEGED_DIM = 7  # Task.privileged
@@ -201,26 +201,13 @@ class Task:
             self.env.set_world_params(ids, self.draw_world_params(ids.numel()))
 
     def draw_world_params(self, n: int):
-        """Per-world physics of n new episodes (bcg_sim.diffsim.WorldParams), uniform in task.randomize's ranges:
-        one friction scale per world (one floor under both feet), kp / kd scales per joint and world (a real G1's
-        gain errors are per motor: three motor types, each joint's own friction and temperature), pelvis and torso
-        mass scales, and a torso COM offset in +-torso_com_offset. From the task's generator: reproducible per seed."""
-        from bcg_sim.diffsim.world_params import MASS_BODIES, WorldParams
+        """Per-world physics of n new episodes (bcg_sim.diffsim.WorldParams.draw) in task.randomize's ranges, from
+        the task's generator."""
+        from bcg_sim.diffsim.world_params import WorldParams
 
-        rz, g, d = self.cfg.task.randomize, self.gen, torch.float64
-
-        def uniform(r, *shape):
-            return r[0] + (r[1] - r[0]) * torch.rand(*shape, generator=g, dtype=d)
-
-        p = WorldParams.nominal(n)
-        p.friction_scale = uniform(rz.friction_scale, n)
-        p.kp_scale = uniform(rz.kp_scale, n, 29)
-        p.kd_scale = uniform(rz.kd_scale, n, 29)
-        p.mass_scale[:, MASS_BODIES.index("pelvis")] = uniform(rz.pelvis_mass_scale, n)
-        p.mass_scale[:, MASS_BODIES.index("torso_link")] = uniform(rz.torso_mass_scale, n)
-        off = torch.as_tensor(rz.torso_com_offset, dtype=d)
-        p.com_offset_b[:, MASS_BODIES.index("torso_link")] = (2 * torch.rand(n, 3, generator=g, dtype=d) - 1) * off
-        return p
+        rz = self.cfg.task.randomize
+        ranges = {k: getattr(rz, k) for k in (*PHYSICS_SCALE_KEYS, "torso_com_offset")}
+        return WorldParams.draw(n, self.gen, **ranges)
 
     def start_weights(self) -> torch.Tensor:
         """Probability of each start bin [n_bins] (frame-0 starts aside): uniform_floor spread evenly, the rest

@@ -39,6 +39,28 @@ class WorldParams:
         return WorldParams(torch.ones(n, dtype=d), torch.ones(n, NUM_JOINTS, dtype=d),
                            torch.ones(n, NUM_JOINTS, dtype=d), torch.ones(n, k, dtype=d), torch.zeros(n, k, 3, dtype=d))
 
+    @staticmethod
+    def draw(n: int, generator: torch.Generator, friction_scale, kp_scale, kd_scale, pelvis_mass_scale,
+             torso_mass_scale, torso_com_offset) -> WorldParams:
+        """n worlds uniform in [min, max] scale ranges: one friction scale per world (one floor under both feet),
+        kp / kd scales per joint and world (a real G1's gain errors are per motor: three motor types, each
+        joint's own friction and temperature), pelvis and torso mass scales, and a torso COM offset in
+        +-torso_com_offset [m] (3). Drawn in this order from `generator`: reproducible per seed."""
+        d = torch.float64
+
+        def uniform(r, *shape):
+            return r[0] + (r[1] - r[0]) * torch.rand(*shape, generator=generator, dtype=d)
+
+        p = WorldParams.nominal(n)
+        p.friction_scale = uniform(friction_scale, n)
+        p.kp_scale = uniform(kp_scale, n, NUM_JOINTS)
+        p.kd_scale = uniform(kd_scale, n, NUM_JOINTS)
+        p.mass_scale[:, MASS_BODIES.index("pelvis")] = uniform(pelvis_mass_scale, n)
+        p.mass_scale[:, MASS_BODIES.index("torso_link")] = uniform(torso_mass_scale, n)
+        unit = 2 * torch.rand(n, 3, generator=generator, dtype=d) - 1  # uniform in [-1, 1]
+        p.com_offset_b[:, MASS_BODIES.index("torso_link")] = unit * torch.as_tensor(torso_com_offset, dtype=d)
+        return p
+
     @property
     def num_worlds(self) -> int:
         return int(self.friction_scale.shape[0])
