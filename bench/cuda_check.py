@@ -66,8 +66,9 @@ def bcg_rollout(device: str):
     from bcg_sim.diffsim.gradvar import per_world_gradients
 
     cfg = load_sim_config().with_backend("newton")
-    cfg = dc.replace(cfg, device=device, bcg=dc.replace(cfg.bcg, enabled=True,
-                                                       pool_size=cfg.bcg.branches * BCG_WORLDS * 2))
+    cfg = dc.replace(
+        cfg, device=device, bcg=dc.replace(cfg.bcg, enabled=True, pool_size=cfg.bcg.branches * BCG_WORLDS * 2)
+    )
     env = G1DiffEnv(cfg.with_kappa(BCG_KAPPA), BCG_WORLDS)
     motion = bcg_sim.motion.load("run")
     frames = np.linspace(0, motion.num_frames // 2, BCG_WORLDS).round().astype(int)
@@ -79,11 +80,18 @@ def check_bcg(device: str) -> bool:
     g_cpu, td_cpu, nb_cpu = bcg_rollout("cpu")
     g_dev, td_dev, nb_dev = bcg_rollout(device)
     dg = relative_difference(g_cpu, g_dev)
-    ok = (td_cpu == td_dev and nb_cpu == nb_dev and nb_cpu > 0 and dg <= BCG_GRAD_RTOL
-          and bool(torch.isfinite(g_dev).all()))
-    print(f"cuda_check: BCG rollout, {BCG_WORLDS} worlds x {BCG_HORIZON} steps at kappa {BCG_KAPPA:g}: touchdowns "
-          f"cpu {td_cpu} / {device} {td_dev}, bundles {nb_cpu} / {nb_dev}, max relative policy-gradient "
-          f"difference {dg:.2e} (tol {BCG_GRAD_RTOL:g}) -> {'OK' if ok else 'MISMATCH'}")
+    ok = (
+        td_cpu == td_dev
+        and nb_cpu == nb_dev
+        and nb_cpu > 0
+        and dg <= BCG_GRAD_RTOL
+        and bool(torch.isfinite(g_dev).all())
+    )
+    print(
+        f"cuda_check: BCG rollout, {BCG_WORLDS} worlds x {BCG_HORIZON} steps at kappa {BCG_KAPPA:g}: touchdowns "
+        f"cpu {td_cpu} / {device} {td_dev}, bundles {nb_cpu} / {nb_dev}, max relative policy-gradient "
+        f"difference {dg:.2e} (tol {BCG_GRAD_RTOL:g}) -> {'OK' if ok else 'MISMATCH'}"
+    )
     return ok
 
 
@@ -92,17 +100,21 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda:0", help="device to compare with the CPU (default cuda:0)")
     args = ap.parse_args(argv)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
-        print(f"cuda_check: torch sees no CUDA device (torch {torch.__version__}); install a CUDA build of torch",
-              file=sys.stderr)
+        print(
+            f"cuda_check: torch sees no CUDA device (torch {torch.__version__}); install a CUDA build of torch",
+            file=sys.stderr,
+        )
         return 1
     q_cpu, g_cpu, t_cpu = one_step("cpu")
     q_dev, g_dev, t_dev = one_step(args.device)
     dq = float((q_cpu - q_dev).abs().max())
     dg = relative_difference(g_cpu, g_dev)
     step_ok = dq <= STATE_ATOL and dg <= GRAD_RTOL and bool(torch.isfinite(g_dev).all())
-    print(f"cuda_check: one control step, {N_WORLDS} worlds: cpu {t_cpu:.2f} s, {args.device} {t_dev:.2f} s "
-          f"(first call includes kernel build); max |joint_q difference| {dq:.2e} (tol {STATE_ATOL:g}), "
-          f"max relative gradient difference {dg:.2e} (tol {GRAD_RTOL:g}) -> {'OK' if step_ok else 'MISMATCH'}")
+    print(
+        f"cuda_check: one control step, {N_WORLDS} worlds: cpu {t_cpu:.2f} s, {args.device} {t_dev:.2f} s "
+        f"(first call includes kernel build); max |joint_q difference| {dq:.2e} (tol {STATE_ATOL:g}), "
+        f"max relative gradient difference {dg:.2e} (tol {GRAD_RTOL:g}) -> {'OK' if step_ok else 'MISMATCH'}"
+    )
     bcg_ok = check_bcg(args.device)
     return 0 if step_ok and bcg_ok else 1
 

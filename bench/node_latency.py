@@ -117,19 +117,26 @@ def message_costs(n: int = 1000) -> dict[str, float]:
     cmd = ll.make_lowcmd(q, 1.0, 1.0, mode_machine=5)
     st_cdr, cmd_cdr = serialize_message(st), serialize_message(cmd)
     # rclpy's take/publish convert between the C message and Python objects like (de)serialize_message.
-    return {k: 1e6 * float(np.median(_timeit(f, n))) for k, f in (
-        ("rclpy LowState -> Python (deserialize_message)", lambda: deserialize_message(st_cdr, LowState)),
-        ("rclpy LowCmd -> Python", lambda: deserialize_message(cmd_cdr, LowCmd)),
-        ("rclpy LowCmd from Python (serialize_message)", lambda: serialize_message(cmd)),
-        ("rclpy LowState from Python", lambda: serialize_message(st)),
-        ("lowstate_to_state (CRC check + conversion)", lambda: ll.lowstate_to_state(st)),
-        ("lowstate_cdr_to_state (the node's path: raw CDR bytes, CRC check + conversion)",
-         lambda: ll.lowstate_cdr_to_state(st_cdr)),
-        ("fill_lowcmd (targets + CRC)", lambda: ll.fill_lowcmd(cmd, q, 1.0, 1.0, mode_machine=5)),
-        ("lowcmd_crc", lambda: lowcmd_crc(cmd)),
-        ("fill_lowstate (stand-in, + CRC)", lambda: ll.fill_lowstate(st, q, np.zeros(29), [1, 0, 0, 0],
-                                                                    np.zeros(3), mode_machine=5)),
-    )}
+    return {
+        k: 1e6 * float(np.median(_timeit(f, n)))
+        for k, f in (
+            ("rclpy LowState -> Python (deserialize_message)", lambda: deserialize_message(st_cdr, LowState)),
+            ("rclpy LowCmd -> Python", lambda: deserialize_message(cmd_cdr, LowCmd)),
+            ("rclpy LowCmd from Python (serialize_message)", lambda: serialize_message(cmd)),
+            ("rclpy LowState from Python", lambda: serialize_message(st)),
+            ("lowstate_to_state (CRC check + conversion)", lambda: ll.lowstate_to_state(st)),
+            (
+                "lowstate_cdr_to_state (the node's path: raw CDR bytes, CRC check + conversion)",
+                lambda: ll.lowstate_cdr_to_state(st_cdr),
+            ),
+            ("fill_lowcmd (targets + CRC)", lambda: ll.fill_lowcmd(cmd, q, 1.0, 1.0, mode_machine=5)),
+            ("lowcmd_crc", lambda: lowcmd_crc(cmd)),
+            (
+                "fill_lowstate (stand-in, + CRC)",
+                lambda: ll.fill_lowstate(st, q, np.zeros(29), [1, 0, 0, 0], np.zeros(3), mode_machine=5),
+            ),
+        )
+    }
 
 
 class Robot:
@@ -142,8 +149,11 @@ class Robot:
 
         self.ll, self.q = ll, q
         self.msg = LowState()
-        self.pub = node.create_publisher(LowState, "/lowstate", QoSProfile(
-            depth=1, reliability=ReliabilityPolicy.BEST_EFFORT, history=HistoryPolicy.KEEP_LAST))
+        self.pub = node.create_publisher(
+            LowState,
+            "/lowstate",
+            QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT, history=HistoryPolicy.KEEP_LAST),
+        )
         node.create_subscription(LowCmd, "/lowcmd", self._on_cmd, 50)
         self._lock = threading.Lock()
         self._seq = 0
@@ -170,8 +180,16 @@ class Robot:
         self._seq += 1
         # A slow 0.02 rad sway: the observation changes every step, so every policy step changes the targets.
         q = self.q + 0.02 * np.sin(2 * np.pi * self._seq / RATE_HZ)
-        self.ll.fill_lowstate(self.msg, q, np.zeros(29), [1.0, 0, 0, 0], np.zeros(3), mode_machine=marker,
-                              tick=2 * self._seq, wireless_remote=self.ll.encode_remote(self.buttons))
+        self.ll.fill_lowstate(
+            self.msg,
+            q,
+            np.zeros(29),
+            [1.0, 0, 0, 0],
+            np.zeros(3),
+            mode_machine=marker,
+            tick=2 * self._seq,
+            wireless_remote=self.ll.encode_remote(self.buttons),
+        )
         with self._lock:
             self.answered.discard(marker)
             now = time.perf_counter()
@@ -202,9 +220,13 @@ class Robot:
 
     def results(self) -> dict[str, list[float] | int]:
         with self._lock:
-            return {"to_next": list(self.to_next), "to_policy": list(self.to_policy),
-                    "cmd_period": list(np.diff(self.arrivals)), "state_period": list(np.diff(self.publishes)),
-                    "n_sent": self.n_sent}
+            return {
+                "to_next": list(self.to_next),
+                "to_policy": list(self.to_policy),
+                "cmd_period": list(np.diff(self.arrivals)),
+                "state_period": list(np.diff(self.publishes)),
+                "n_sent": self.n_sent,
+            }
 
 
 class NodeProcess:
@@ -222,8 +244,10 @@ class NodeProcess:
         rc = self.proc.poll()
         if rc is not None:
             self.reported = True
-            raise RuntimeError(f"{self.name} (pid {self.proc.pid}) exited with status {rc} during the bench; "
-                               f"log {self.log_path}:\n{self.tail()}")
+            raise RuntimeError(
+                f"{self.name} (pid {self.proc.pid}) exited with status {rc} during the bench; "
+                f"log {self.log_path}:\n{self.tail()}"
+            )
 
     def tail(self, n: int = 20) -> str:
         lines = self.log_path.read_text(errors="replace").splitlines()
@@ -243,8 +267,16 @@ class NodeProcess:
         return self.proc.returncode
 
 
-def run_phase(robot: Robot, diag: dict[str, str], name: str, cmd: list[str], log_path: Path, policy: bool,
-              seconds: float, cpus: set[int] | None = None) -> dict:
+def run_phase(
+    robot: Robot,
+    diag: dict[str, str],
+    name: str,
+    cmd: list[str],
+    log_path: Path,
+    policy: bool,
+    seconds: float,
+    cpus: set[int] | None = None,
+) -> dict:
     """Start `cmd` and drive it: publish LowState at 500 Hz until it answers (policy node: until it reaches
     RUN, pressing `start` on the wireless remote in HOLD), record for `seconds`, stop it."""
     time.sleep(0.2)  # LowCmds still in flight from the previous phase's node (it has exited) land before reset
@@ -264,31 +296,39 @@ def run_phase(robot: Robot, diag: dict[str, str], name: str, cmd: list[str], log
             elif phase == "pressing" and now - t_press > 0.1:
                 robot.buttons, phase = (), "settle"
             elif (phase == "settle" and diag.get("mode") == "RUN") or (
-                    phase == "start" and not policy and robot.received > 0):
+                phase == "start" and not policy and robot.received > 0
+            ):
                 phase, t_ready = "warmup", now
                 with robot._lock:
                     robot.marking = True
-                log(f"{name}: {'in RUN' if policy else 'answering'} {now - t0:.1f} s after start; "
-                    f"recording {seconds:.1f} s")
+                log(
+                    f"{name}: {'in RUN' if policy else 'answering'} {now - t0:.1f} s after start; "
+                    f"recording {seconds:.1f} s"
+                )
             elif phase == "warmup" and now - t_ready > WARMUP_S:
                 with robot._lock:
                     robot.recording = True
                 phase, t_rec, next_progress = "measure", now, now + 5.0
             elif phase == "measure":
                 if policy and diag.get("mode", "RUN") != "RUN":
-                    raise RuntimeError(f"{name} left RUN during the measurement (mode {diag.get('mode')}, "
-                                       f"last fault {diag.get('last_fault')}); log {proc.log_path}:\n{proc.tail()}")
+                    raise RuntimeError(
+                        f"{name} left RUN during the measurement (mode {diag.get('mode')}, "
+                        f"last fault {diag.get('last_fault')}); log {proc.log_path}:\n{proc.tail()}"
+                    )
                 if now >= next_progress:
                     r = robot.results()
-                    log(f"{name}: {now - t_rec:.0f}/{seconds:g} s, {len(r['to_next'])} of {r['n_sent']} "
-                        f"LowStates answered")
+                    log(
+                        f"{name}: {now - t_rec:.0f}/{seconds:g} s, {len(r['to_next'])} of {r['n_sent']} "
+                        f"LowStates answered"
+                    )
                     next_progress += 5.0
                 if now - t_rec > seconds:
                     break
             if phase in ("start", "pressing", "settle") and now - t0 > START_TIMEOUT_S:
                 what = f"reach RUN (mode {diag.get('mode')})" if policy else "answer a LowState"
-                raise RuntimeError(f"{name} did not {what} within {START_TIMEOUT_S:.0f} s; "
-                                   f"log {proc.log_path}:\n{proc.tail()}")
+                raise RuntimeError(
+                    f"{name} did not {what} within {START_TIMEOUT_S:.0f} s; log {proc.log_path}:\n{proc.tail()}"
+                )
             robot.publish()
             next_t += 1.0 / RATE_HZ
             time.sleep(max(0.0, next_t - time.perf_counter()))
@@ -338,8 +378,12 @@ def run_probe(robot: Robot, kind: str, seconds: float, cpus: set[int] | None) ->
     import json
 
     pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-    proc = subprocess.Popen([sys.executable, "-c", PROBE_CODE, kind, str(seconds), str(1.0 / RATE_HZ)],
-                            stdout=subprocess.PIPE, text=True, preexec_fn=pin)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PROBE_CODE, kind, str(seconds), str(1.0 / RATE_HZ)],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=pin,
+    )
     next_t = time.perf_counter()
     while proc.poll() is None:
         robot.publish()
@@ -374,22 +418,47 @@ def _steal_s() -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=15.0,
-                    help="measurement time per side: ours in RUN, and the baseline (two halves, before and "
-                         "after ours); the whole run takes about 2 x seconds + 20 s")
+    ap.add_argument(
+        "--seconds",
+        type=float,
+        default=15.0,
+        help="measurement time per side: ours in RUN, and the baseline (two halves, before and "
+        "after ours); the whole run takes about 2 x seconds + 20 s",
+    )
     ap.add_argument("--hidden", type=int, nargs="+", default=[512, 256, 128], help="MLP hidden sizes")
     ap.add_argument("--rt-priority", type=int, default=0, help="policy node rt_priority parameter (0 = off)")
-    ap.add_argument("--executor", choices=("events", "single_threaded"), default="events",
-                    help="policy node executor parameter (default events)")
-    ap.add_argument("--stale-timeout-s", type=float, default=None,
-                    help="policy node stale_timeout_s (default: config/policy_node.yaml's); under extra CPU load "
-                         "the stand-in itself stalls past 50 ms and the node rightly damps, ending the bench")
-    ap.add_argument("--param", action="append", default=[], metavar="NAME:=VALUE",
-                    help="extra policy node parameter override (repeatable), e.g. --param gc_freeze:=false")
-    ap.add_argument("--node-cpus", default="", metavar="CPULIST",
-                    help="pin the answering node (ours and the relay alike) to these CPUs, e.g. 1 (default: any)")
-    ap.add_argument("--robot-cpus", default="", metavar="CPULIST",
-                    help="pin this process, the robot stand-in, to these CPUs, e.g. 0 (default: any)")
+    ap.add_argument(
+        "--executor",
+        choices=("events", "single_threaded"),
+        default="events",
+        help="policy node executor parameter (default events)",
+    )
+    ap.add_argument(
+        "--stale-timeout-s",
+        type=float,
+        default=None,
+        help="policy node stale_timeout_s (default: config/policy_node.yaml's); under extra CPU load "
+        "the stand-in itself stalls past 50 ms and the node rightly damps, ending the bench",
+    )
+    ap.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME:=VALUE",
+        help="extra policy node parameter override (repeatable), e.g. --param gc_freeze:=false",
+    )
+    ap.add_argument(
+        "--node-cpus",
+        default="",
+        metavar="CPULIST",
+        help="pin the answering node (ours and the relay alike) to these CPUs, e.g. 1 (default: any)",
+    )
+    ap.add_argument(
+        "--robot-cpus",
+        default="",
+        metavar="CPULIST",
+        help="pin this process, the robot stand-in, to these CPUs, e.g. 0 (default: any)",
+    )
     args = ap.parse_args(argv)
     if args.seconds <= 0:
         ap.error("--seconds must be > 0")
@@ -422,9 +491,21 @@ def main(argv: list[str] | None = None) -> int:
     costs = message_costs()
     log(f"policy artifact {artifact}; PolicyRunner.step p50 {_pct(steps, 50):.3f} ms; logs in {tmp}")
 
-    node_args = ["--ros-args", "--params-file", str(REPO / "config" / "policy_node.yaml"),
-                 "-p", f"policy_path:={artifact}", "-p", "zero_torque_auto_start_s:=1.0",
-                 "-p", "move_to_default_s:=0.2", "-p", "policy_runtime:=onnx", "-p", f"executor:={args.executor}"]
+    node_args = [
+        "--ros-args",
+        "--params-file",
+        str(REPO / "config" / "policy_node.yaml"),
+        "-p",
+        f"policy_path:={artifact}",
+        "-p",
+        "zero_torque_auto_start_s:=1.0",
+        "-p",
+        "move_to_default_s:=0.2",
+        "-p",
+        "policy_runtime:=onnx",
+        "-p",
+        f"executor:={args.executor}",
+    ]
     if args.rt_priority:
         node_args += ["-p", f"rt_priority:={args.rt_priority}"]
     if node_cpus:
@@ -442,8 +523,12 @@ def main(argv: list[str] | None = None) -> int:
     node = rclpy.create_node("latency_robot")
     robot = Robot(node, ll, np.array([j.default for j in JOINTS_29]))
     diag: dict[str, str] = {}
-    node.create_subscription(DiagnosticArray, "/diagnostics",
-                             lambda m: diag.update({kv.key: kv.value for s in m.status for kv in s.values}), 10)
+    node.create_subscription(
+        DiagnosticArray,
+        "/diagnostics",
+        lambda m: diag.update({kv.key: kv.value for s in m.status for kv in s.values}),
+        10,
+    )
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
@@ -451,14 +536,11 @@ def main(argv: list[str] | None = None) -> int:
     half = args.seconds / 2
     try:
         log("baseline (relay), first half")
-        base1 = run_phase(robot, diag, "relay", relay_cmd, tmp / "relay_1.log", False, half,
-                          node_cpus)
+        base1 = run_phase(robot, diag, "relay", relay_cmd, tmp / "relay_1.log", False, half, node_cpus)
         log("ours (policy node)")
-        ours = run_phase(robot, diag, "policy node", ours_cmd, tmp / "policy_node.log", True, args.seconds,
-                         node_cpus)
+        ours = run_phase(robot, diag, "policy node", ours_cmd, tmp / "policy_node.log", True, args.seconds, node_cpus)
         log("baseline (relay), second half")
-        base2 = run_phase(robot, diag, "relay", relay_cmd, tmp / "relay_2.log", False, half,
-                          node_cpus)
+        base2 = run_phase(robot, diag, "relay", relay_cmd, tmp / "relay_2.log", False, half, node_cpus)
         probes = {}
         for kind in ("spin", "timer"):
             log(f"floor probe: {kind} loop on the node's CPUs, {half:g} s")
@@ -476,15 +558,22 @@ def main(argv: list[str] | None = None) -> int:
 
     base = {k: base1[k] + base2[k] for k in ("to_next", "state_period", "cmd_period", "n_sent")}
     ours_next, base_next = ours["to_next"], base["to_next"]
-    pinning = (f"node on CPU(s) {args.node_cpus or 'any'}, stand-in on CPU(s) {args.robot_cpus or 'any'}; "
-               if node_cpus or robot_cpus else "")
-    print(f"\npolicy: untrained MLP {args.hidden} (ONNX, 1 thread), {args.executor} executor; {pinning}"
-          f"{args.seconds:g} s per side; steal (CPU time the hypervisor took) {_steal_s() - steal_start:.1f} s; "
-          f"ours answered {len(ours_next)} of {ours['n_sent']} LowStates, baseline {len(base_next)} of "
-          f"{base['n_sent']}; machine: {os.cpu_count()} CPUs, {load_start} at start, {load_end} at end; "
-          f"whole run {time.perf_counter() - t_run:.0f} s\n")
-    print("| measure | ours n | ours p50 ms | ours p99 ms | ours max ms | baseline n | baseline p50 ms "
-          "| baseline p99 ms | baseline max ms | ratio p50 | ratio p99 |")
+    pinning = (
+        f"node on CPU(s) {args.node_cpus or 'any'}, stand-in on CPU(s) {args.robot_cpus or 'any'}; "
+        if node_cpus or robot_cpus
+        else ""
+    )
+    print(
+        f"\npolicy: untrained MLP {args.hidden} (ONNX, 1 thread), {args.executor} executor; {pinning}"
+        f"{args.seconds:g} s per side; steal (CPU time the hypervisor took) {_steal_s() - steal_start:.1f} s; "
+        f"ours answered {len(ours_next)} of {ours['n_sent']} LowStates, baseline {len(base_next)} of "
+        f"{base['n_sent']}; machine: {os.cpu_count()} CPUs, {load_start} at start, {load_end} at end; "
+        f"whole run {time.perf_counter() - t_run:.0f} s\n"
+    )
+    print(
+        "| measure | ours n | ours p50 ms | ours p99 ms | ours max ms | baseline n | baseline p50 ms "
+        "| baseline p99 ms | baseline max ms | ratio p50 | ratio p99 |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
 
     def row(name, x, b=None, ratio=True):
@@ -501,23 +590,42 @@ def main(argv: list[str] | None = None) -> int:
     print(row("LowCmd period (arrival spacing)", ours["cmd_period"], base["cmd_period"], ratio=False))
     print(row("LowState period (stand-in)", ours["state_period"], base["state_period"], ratio=False))
     print(row("PolicyRunner.step (bench process)", steps))
-    print(f"\nbaseline halves (before / after ours): state -> LowCmd p50 {_pct(base1['to_next'], 50):.3f} / "
-          f"{_pct(base2['to_next'], 50):.3f} ms, p99 {_pct(base1['to_next'], 99):.3f} / "
-          f"{_pct(base2['to_next'], 99):.3f} ms")
+    print(
+        f"\nbaseline halves (before / after ours): state -> LowCmd p50 {_pct(base1['to_next'], 50):.3f} / "
+        f"{_pct(base2['to_next'], 50):.3f} ms, p99 {_pct(base1['to_next'], 99):.3f} / "
+        f"{_pct(base2['to_next'], 99):.3f} ms"
+    )
     d = ours["diag"]
-    keys = ("compute_p99_ms", "policy_p99_ms", "period_p50_ms", "period_p99_ms", "period_max_ms", "overruns",
-            "fallback_ticks", "lowstate", "rejected", "lowcmd", "mode_machine_changes")
+    keys = (
+        "compute_p99_ms",
+        "policy_p99_ms",
+        "period_p50_ms",
+        "period_p99_ms",
+        "period_max_ms",
+        "overruns",
+        "fallback_ticks",
+        "lowstate",
+        "rejected",
+        "lowcmd",
+        "mode_machine_changes",
+    )
     n_ours = max(1, ours["n_sent"])
-    print(f"goal (issue 10): ours answered {100 * len(ours_next) / n_ours:.1f} % (>= 95 %), p99 ratio "
-          f"{_pct(ours_next, 99) / _pct(base_next, 99):.2f} (<= 2), overruns {d_overruns(ours)} (0)")
+    print(
+        f"goal (issue 10): ours answered {100 * len(ours_next) / n_ours:.1f} % (>= 95 %), p99 ratio "
+        f"{_pct(ours_next, 99) / _pct(base_next, 99):.2f} (<= 2), overruns {d_overruns(ours)} (0)"
+    )
     ours_s = ours["n_sent"] / RATE_HZ  # the node's overruns include its ~3 s of start-up before the recording
-    print("floor on the node's CPUs, same run, overruns as the node counts them (gap > 2 periods): "
-          + "; ".join(f"{k} loop {p['overruns']} in {half:g} s (max gap {p['max_gap_ms']:.1f} ms)"
-                      for k, p in probes.items())
-          + f"; ours {d_overruns(ours)} over its whole life (~{ours_s + 4:.0f} s)")
-    print("policy node /diagnostics (tick timing over its last 2000 ticks; overruns = ticks more than one period "
-          "late, and message counts, since its start): "
-          + ", ".join(f"{k} {d.get(k, '?')}" for k in keys))
+    print(
+        "floor on the node's CPUs, same run, overruns as the node counts them (gap > 2 periods): "
+        + "; ".join(
+            f"{k} loop {p['overruns']} in {half:g} s (max gap {p['max_gap_ms']:.1f} ms)" for k, p in probes.items()
+        )
+        + f"; ours {d_overruns(ours)} over its whole life (~{ours_s + 4:.0f} s)"
+    )
+    print(
+        "policy node /diagnostics (tick timing over its last 2000 ticks; overruns = ticks more than one period "
+        "late, and message counts, since its start): " + ", ".join(f"{k} {d.get(k, '?')}" for k in keys)
+    )
     print("per-message work, median in this process (no contention from the nodes yet):")
     for k, v in costs.items():
         print(f"  {k}: {v:.0f} us")

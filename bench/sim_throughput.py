@@ -157,15 +157,29 @@ def main(argv=None) -> None:
     ap.add_argument("--shac-worlds", type=int, default=64)
     ap.add_argument("--shac-horizon", type=int, default=16)
     ap.add_argument("--shac-repeats", type=int, default=2, help="timed iterations per cell (best kept)")
-    ap.add_argument("--overhead-pairs", type=int, default=0, metavar="N",
-                    help="with --shac: only the native BCG overhead, as N alternating off/on pairs in one process and "
-                         "N in two (median and range; this machine's timings wander, interleaving shares that out)")
-    ap.add_argument("--compare-config", default=None, metavar="YAML",
-                    help="with --shac: only the native cells (BCG off and on, one process, one thread) of "
-                         "config/sim.yaml and of this sim config, interleaved --overhead-pairs times (default 1)")
-    ap.add_argument("--dr-pairs", type=int, default=0, metavar="N",
-                    help="with --shac: only the cost of per-world physics randomization (issue 21; native, BCG on, "
-                         "one process), N interleaved off/on pairs, the proposed on-ranges of docs/training.md")
+    ap.add_argument(
+        "--overhead-pairs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --shac: only the native BCG overhead, as N alternating off/on pairs in one process and "
+        "N in two (median and range; this machine's timings wander, interleaving shares that out)",
+    )
+    ap.add_argument(
+        "--compare-config",
+        default=None,
+        metavar="YAML",
+        help="with --shac: only the native cells (BCG off and on, one process, one thread) of "
+        "config/sim.yaml and of this sim config, interleaved --overhead-pairs times (default 1)",
+    )
+    ap.add_argument(
+        "--dr-pairs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --shac: only the cost of per-world physics randomization (issue 21; native, BCG on, "
+        "one process), N interleaved off/on pairs, the proposed on-ranges of docs/training.md",
+    )
     ap.add_argument("--shac-cell", nargs=8, default=None, help=argparse.SUPPRESS)  # internal: one cell, JSON out
     args = ap.parse_args(argv)
     if args.shac_cell:
@@ -173,15 +187,17 @@ def main(argv=None) -> None:
 
         b, bcg, n, h, th, rep, config, dr = args.shac_cell
         torch.set_num_threads(1)  # one core per process: torch's intra-op threads only contend with the simulator
-        print(json.dumps(shac_iteration_cell(b, bool(int(bcg)), int(n), int(h), int(th), int(rep), config,
-                                             bool(int(dr)))))
+        print(
+            json.dumps(shac_iteration_cell(b, bool(int(bcg)), int(n), int(h), int(th), int(rep), config, bool(int(dr))))
+        )
         return
     if args.shac and args.dr_pairs > 0:
         dr_pairs(args.shac_worlds, args.shac_horizon, args.shac_repeats, args.dr_pairs)
         return
     if args.shac and args.compare_config:
-        compare_configs(args.compare_config, args.shac_worlds, args.shac_horizon, args.shac_repeats,
-                        max(1, args.overhead_pairs))
+        compare_configs(
+            args.compare_config, args.shac_worlds, args.shac_horizon, args.shac_repeats, max(1, args.overhead_pairs)
+        )
         return
     if args.shac and args.overhead_pairs > 0:
         overhead_pairs(args.shac_worlds, args.shac_horizon, args.shac_repeats, args.overhead_pairs)
@@ -197,8 +213,10 @@ def main(argv=None) -> None:
     if args.kappa is not None:
         cfg = cfg.with_kappa(args.kappa)
     S = cfg.substeps * args.control_steps
-    print(f"G1, dt {cfg.sim_dt * 1e3:g} ms, {S} substeps per timed run, kappa {cfg.contact.kappa:g} kN/m, "
-          f"device {cfg.device}; env-steps/s (one world, one substep)")
+    print(
+        f"G1, dt {cfg.sim_dt * 1e3:g} ms, {S} substeps per timed run, kappa {cfg.contact.kappa:g} kN/m, "
+        f"device {cfg.device}; env-steps/s (one world, one substep)"
+    )
     print(f"{'N':>4} | {'bcg fwd':>9} {'stock fwd':>9} {'ratio':>6} | {'bcg f+b':>9} {'stock f+b':>9} {'ratio':>6}")
     for n in args.worlds:
         bf = bench_bcg(cfg, n, args.control_steps, backward=False)
@@ -211,22 +229,31 @@ def main(argv=None) -> None:
     res = bench_bcg_overhead(k300, args.bcg_worlds, args.bcg_steps)
     off, (on, st) = res[False][0], res[True]
     b = k300.bcg
-    print(f"\nBCG overhead, kappa 300, N={args.bcg_worlds}, {args.bcg_steps} control steps fwd+bwd, worlds dropped "
-          f"1-8 cm; B={b.branches} H={b.horizon} pool={b.pool_size}")
+    print(
+        f"\nBCG overhead, kappa 300, N={args.bcg_worlds}, {args.bcg_steps} control steps fwd+bwd, worlds dropped "
+        f"1-8 cm; B={b.branches} H={b.horizon} pool={b.pool_size}"
+    )
     print(f"  off {off:.0f} env-steps/s, on {on:.0f} env-steps/s -> {off / on:.2f}x time")
-    print(f"  triggers {st.triggers}, bundles {st.bundles_completed}, overflow {st.overflow}, busy {st.busy}, "
-          f"pool use mean {st.pool_use_mean:.1f} / max {st.pool_slots_used_max} slots, "
-          f"branch spread {st.branch_spread_pos * 1e3:.2f} mm / {st.branch_spread_vel:.3f} m/s")
+    print(
+        f"  triggers {st.triggers}, bundles {st.bundles_completed}, overflow {st.overflow}, busy {st.busy}, "
+        f"pool use mean {st.pool_use_mean:.1f} / max {st.pool_slots_used_max} slots, "
+        f"branch spread {st.branch_spread_pos * 1e3:.2f} mm / {st.branch_spread_vel:.3f} m/s"
+    )
     shac_table(args.shac_worlds, args.shac_horizon, args.shac_repeats)
-
 
 
 # ------------------------------------------------------------------------------------ SHAC-shaped iteration
 
 SHAC_MOTION = "run"  # built-in clip the rollouts track
 # The proposed on-ranges of task.randomize's per-world physics (docs/training.md): what --dr-pairs times
-DR_ON = {"friction_scale": (0.5, 1.5), "kp_scale": (0.85, 1.15), "kd_scale": (0.85, 1.15),
-         "pelvis_mass_scale": (0.85, 1.15), "torso_mass_scale": (0.85, 1.15), "torso_com_offset": (0.025, 0.05, 0.05)}
+DR_ON = {
+    "friction_scale": (0.5, 1.5),
+    "kp_scale": (0.85, 1.15),
+    "kd_scale": (0.85, 1.15),
+    "pelvis_mass_scale": (0.85, 1.15),
+    "torso_mass_scale": (0.85, 1.15),
+    "torso_com_offset": (0.025, 0.05, 0.05),
+}
 
 
 def draw_dr(n: int, gen: torch.Generator):
@@ -236,8 +263,9 @@ def draw_dr(n: int, gen: torch.Generator):
     return WorldParams.draw(n, gen, **DR_ON)
 
 
-def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: int, repeats: int,
-                        config: str = "sim", dr: bool = False) -> dict:
+def shac_iteration_cell(
+    backend: str, bcg: bool, n: int, horizon: int, threads: int, repeats: int, config: str = "sim", dr: bool = False
+) -> dict:
     """Seconds of one SHAC-shaped iteration: reset N worlds to random frames of the clip, roll out `horizon`
     control steps of an MLP policy (obs: joint pos/vel, root orientation and angular velocity), a tracking cost
     on joint positions and body heights, backward through every step (and BCG bundles), one Adam step.
@@ -250,9 +278,12 @@ def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: 
     cfg = load_sim_config(config).with_kappa(300.0)
     cfg = cfg.with_backend(backend)
     # pool sized for the batch (B x N / 2 branch worlds) so that touchdowns are bundled, not counted as overflow
-    cfg = dc.replace(cfg, bcg=dc.replace(cfg.bcg, enabled=bcg, pool_size=cfg.bcg.branches * n // 2),
-                     actuation=dc.replace(cfg.actuation, gains="policy"),
-                     solver=dc.replace(cfg.solver, threads=threads)).validate()
+    cfg = dc.replace(
+        cfg,
+        bcg=dc.replace(cfg.bcg, enabled=bcg, pool_size=cfg.bcg.branches * n // 2),
+        actuation=dc.replace(cfg.actuation, gains="policy"),
+        solver=dc.replace(cfg.solver, threads=threads),
+    ).validate()
     clip = motion_lib.load(SHAC_MOTION)
     env = G1DiffEnv(cfg, n)
     ref_q = torch.as_tensor(clip.joint_pos, dtype=torch.float32)
@@ -260,8 +291,13 @@ def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: 
     gen = torch.Generator().manual_seed(0)
     dr_gen = torch.Generator().manual_seed(1)  # its own stream: the same start frames with and without
     torch.manual_seed(0)  # the same policy in every cell: the same touchdowns and bundles
-    policy = torch.nn.Sequential(torch.nn.Linear(29 * 2 + 7, 256), torch.nn.ELU(), torch.nn.Linear(256, 128),
-                                 torch.nn.ELU(), torch.nn.Linear(128, 29))
+    policy = torch.nn.Sequential(
+        torch.nn.Linear(29 * 2 + 7, 256),
+        torch.nn.ELU(),
+        torch.nn.Linear(256, 128),
+        torch.nn.ELU(),
+        torch.nn.Linear(128, 29),
+    )
     opt = torch.optim.Adam(policy.parameters(), lr=1e-4)
     last_frame = clip.num_frames - 1 - int(horizon * cfg.control_dt * clip.fps) - 1
 
@@ -291,13 +327,26 @@ def shac_iteration_cell(backend: str, bcg: bool, n: int, horizon: int, threads: 
         times.append(time.perf_counter() - t0)
         cpu_times.append(time.process_time() - c0)  # this process's CPU: blind to other jobs and hypervisor steal
     st = env.bcg_stats()
-    return dict(backend=backend, bcg=bcg, worlds=n, horizon=horizon, threads=threads, seconds=min(times),
-                cpu_seconds=min(cpu_times),
-                samples_per_s=n * horizon / min(times),
-                peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
-                bundles=st.bundles_completed, overflow=st.overflow, substeps=cfg.substeps, sim_dt=cfg.sim_dt,
-                config=config, dr=dr,
-                branches=cfg.bcg.branches, bcg_horizon=cfg.bcg.horizon, bcg_start=cfg.bcg.start)
+    return dict(
+        backend=backend,
+        bcg=bcg,
+        worlds=n,
+        horizon=horizon,
+        threads=threads,
+        seconds=min(times),
+        cpu_seconds=min(cpu_times),
+        samples_per_s=n * horizon / min(times),
+        peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+        bundles=st.bundles_completed,
+        overflow=st.overflow,
+        substeps=cfg.substeps,
+        sim_dt=cfg.sim_dt,
+        config=config,
+        dr=dr,
+        branches=cfg.bcg.branches,
+        bcg_horizon=cfg.bcg.horizon,
+        bcg_start=cfg.bcg.start,
+    )
 
 
 def run_cells(cells: list[tuple], n: int, horizon: int, repeats: int) -> list[dict]:
@@ -311,8 +360,19 @@ def run_cells(cells: list[tuple], n: int, horizon: int, repeats: int) -> list[di
     for group in cells:
         procs = []
         for backend, bcg, threads, worlds, *rest in group:  # rest: [config name[, per-world physics on]]
-            cmd = [sys.executable, __file__, "--shac-cell", backend, str(int(bcg)), str(worlds or n), str(horizon),
-                   str(threads), str(repeats), rest[0] if rest else "sim", str(int(len(rest) > 1 and rest[1]))]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--shac-cell",
+                backend,
+                str(int(bcg)),
+                str(worlds or n),
+                str(horizon),
+                str(threads),
+                str(repeats),
+                rest[0] if rest else "sim",
+                str(int(len(rest) > 1 and rest[1])),
+            ]
             procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
         outs = []
         for p in procs:
@@ -327,8 +387,11 @@ def run_cells(cells: list[tuple], n: int, horizon: int, repeats: int) -> list[di
 def overhead_pairs(n: int, horizon: int, repeats: int, pairs: int) -> None:
     """Native BCG overhead (time on / off) from `pairs` alternating off/on cells, one process and two."""
     b = load_sim_config().bcg
-    print(f"\nnative BCG overhead, N={n} x {horizon}, kappa 300, B {b.branches} x H {b.horizon}, start {b.start}, "
-          f"{pairs} alternating off/on pairs per layout", flush=True)
+    print(
+        f"\nnative BCG overhead, N={n} x {horizon}, kappa 300, B {b.branches} x H {b.horizon}, start {b.start}, "
+        f"{pairs} alternating off/on pairs per layout",
+        flush=True,
+    )
     for procs in (1, 2):
         worlds = n // procs if procs == 2 else None
         ratios, cpu_ratios = [], []
@@ -341,19 +404,28 @@ def overhead_pairs(n: int, horizon: int, repeats: int, pairs: int) -> None:
             halves = ""
             if procs > 1:  # the slower half sets the pace: show how the halves' work and bundles differ
                 halves = "; halves on " + " / ".join(f"{g['seconds']:.2f} s ({g['bundles']} bundles)" for g in res[1])
-            print(f"  {procs} process{'es' if procs > 1 else ''}, pair {k + 1}: off {off:.2f} s, on {on:.2f} s, "
-                  f"{on / off:.2f}x (CPU {cpu_off:.2f} / {cpu_on:.2f} s, {cpu_on / cpu_off:.2f}x){halves}", flush=True)
+            print(
+                f"  {procs} process{'es' if procs > 1 else ''}, pair {k + 1}: off {off:.2f} s, on {on:.2f} s, "
+                f"{on / off:.2f}x (CPU {cpu_off:.2f} / {cpu_on:.2f} s, {cpu_on / cpu_off:.2f}x){halves}",
+                flush=True,
+            )
         r, c = np.array(ratios), np.array(cpu_ratios)
-        print(f"{procs} process{'es' if procs > 1 else ''}: overhead median {np.median(r):.2f}x (range "
-              f"{r.min():.2f}-{r.max():.2f}x over {pairs} pairs); CPU time median {np.median(c):.2f}x "
-              f"({c.min():.2f}-{c.max():.2f}x)", flush=True)
+        print(
+            f"{procs} process{'es' if procs > 1 else ''}: overhead median {np.median(r):.2f}x (range "
+            f"{r.min():.2f}-{r.max():.2f}x over {pairs} pairs); CPU time median {np.median(c):.2f}x "
+            f"({c.min():.2f}-{c.max():.2f}x)",
+            flush=True,
+        )
 
 
 def dr_pairs(n: int, horizon: int, repeats: int, pairs: int) -> None:
     """Cost of per-world physics randomization: SHAC cells (native, BCG on as the main job, one process, one
     thread) with it off and on (DR_ON, redrawn at every reset), `pairs` interleaved pairs; medians and ratio."""
-    print(f"\nper-world physics randomization, SHAC-shaped iteration, native, BCG on, N={n} x {horizon}, kappa 300, "
-          f"one process; {pairs} interleaved off/on pairs; on: {DR_ON}", flush=True)
+    print(
+        f"\nper-world physics randomization, SHAC-shaped iteration, native, BCG on, N={n} x {horizon}, kappa 300, "
+        f"one process; {pairs} interleaved off/on pairs; on: {DR_ON}",
+        flush=True,
+    )
     sps: dict[bool, list] = {False: [], True: []}
     ratios, cpu_ratios = [], []
     for k in range(pairs):
@@ -362,23 +434,32 @@ def dr_pairs(n: int, horizon: int, repeats: int, pairs: int) -> None:
             sps[r["dr"]].append(r["samples_per_s"])
         ratios.append(res[1]["seconds"] / res[0]["seconds"])
         cpu_ratios.append(res[1]["cpu_seconds"] / res[0]["cpu_seconds"])
-        print(f"  pair {k + 1}: off {res[0]['samples_per_s']:.0f} samples/s ({res[0]['seconds']:.2f} s, CPU "
-              f"{res[0]['cpu_seconds']:.2f} s, {res[0]['bundles']} bundles), "
-              f"on {res[1]['samples_per_s']:.0f} samples/s "
-              f"({res[1]['seconds']:.2f} s, CPU {res[1]['cpu_seconds']:.2f} s, {res[1]['bundles']} bundles): time "
-              f"{ratios[-1]:.2f}x, CPU {cpu_ratios[-1]:.2f}x", flush=True)
+        print(
+            f"  pair {k + 1}: off {res[0]['samples_per_s']:.0f} samples/s ({res[0]['seconds']:.2f} s, CPU "
+            f"{res[0]['cpu_seconds']:.2f} s, {res[0]['bundles']} bundles), "
+            f"on {res[1]['samples_per_s']:.0f} samples/s "
+            f"({res[1]['seconds']:.2f} s, CPU {res[1]['cpu_seconds']:.2f} s, {res[1]['bundles']} bundles): time "
+            f"{ratios[-1]:.2f}x, CPU {cpu_ratios[-1]:.2f}x",
+            flush=True,
+        )
     r, c = np.array(ratios), np.array(cpu_ratios)
-    print(f"randomization off {np.median(sps[False]):.0f} samples/s, "
-          f"on {np.median(sps[True]):.0f} samples/s (medians); "
-          f"time on/off median {np.median(r):.2f}x ({r.min():.2f}-{r.max():.2f}x), CPU time median {np.median(c):.2f}x "
-          f"({c.min():.2f}-{c.max():.2f}x)", flush=True)
+    print(
+        f"randomization off {np.median(sps[False]):.0f} samples/s, "
+        f"on {np.median(sps[True]):.0f} samples/s (medians); "
+        f"time on/off median {np.median(r):.2f}x ({r.min():.2f}-{r.max():.2f}x), CPU time median {np.median(c):.2f}x "
+        f"({c.min():.2f}-{c.max():.2f}x)",
+        flush=True,
+    )
 
 
 def compare_configs(config: str, n: int, horizon: int, repeats: int, pairs: int) -> None:
     """Native SHAC cells (one process, one thread), BCG off and on, of config/sim.yaml and of `config`, interleaved
     `pairs` times (this machine's timings wander: interleaving shares that out); medians and their ratio."""
-    print(f"\nSHAC-shaped iteration, native, N={n} x {horizon}, kappa 300, policy gains, one process, one thread: "
-          f"config/sim.yaml vs {config}, {pairs} interleaved round(s)", flush=True)
+    print(
+        f"\nSHAC-shaped iteration, native, N={n} x {horizon}, kappa 300, policy gains, one process, one thread: "
+        f"config/sim.yaml vs {config}, {pairs} interleaved round(s)",
+        flush=True,
+    )
     sps: dict[tuple, list] = {}
     dts = {}
     for k in range(pairs):
@@ -387,46 +468,70 @@ def compare_configs(config: str, n: int, horizon: int, repeats: int, pairs: int)
                 r = run_cells([[("native", bcg, 1, None, c)]], n, horizon, repeats)[0][0]
                 sps.setdefault((c, bcg), []).append(r["samples_per_s"])
                 dts[c] = (r["sim_dt"], r["substeps"])
-                print(f"  round {k + 1}: {c} (dt {r['sim_dt'] * 1e3:g} ms, {r['substeps']} substeps) BCG "
-                      f"{'on ' if bcg else 'off'}: {r['seconds']:.2f} s/iter, {r['samples_per_s']:.0f} samples/s, "
-                      f"CPU {r['cpu_seconds']:.2f} s, {r['bundles']} bundles", flush=True)
+                print(
+                    f"  round {k + 1}: {c} (dt {r['sim_dt'] * 1e3:g} ms, {r['substeps']} substeps) BCG "
+                    f"{'on ' if bcg else 'off'}: {r['seconds']:.2f} s/iter, {r['samples_per_s']:.0f} samples/s, "
+                    f"CPU {r['cpu_seconds']:.2f} s, {r['bundles']} bundles",
+                    flush=True,
+                )
     for bcg in (False, True):
         a, b = np.median(sps[("sim", bcg)]), np.median(sps[(config, bcg)])
-        print(f"BCG {'on ' if bcg else 'off'}: config/sim.yaml {a:.0f} samples/s, {config} {b:.0f} samples/s: "
-              f"{b / a:.2f}x", flush=True)
+        print(
+            f"BCG {'on ' if bcg else 'off'}: config/sim.yaml {a:.0f} samples/s, {config} {b:.0f} samples/s: "
+            f"{b / a:.2f}x",
+            flush=True,
+        )
 
 
 def shac_table(n: int, horizon: int, repeats: int) -> None:
-    print(f"\nSHAC-shaped iteration: N={n} worlds x {horizon} control steps, kappa 300, policy gains, MLP policy, "
-          f"tracking cost on '{SHAC_MOTION}', fwd + backward + Adam; each cell its own process", flush=True)
+    print(
+        f"\nSHAC-shaped iteration: N={n} worlds x {horizon} control steps, kappa 300, policy gains, MLP policy, "
+        f"tracking cost on '{SHAC_MOTION}', fwd + backward + Adam; each cell its own process",
+        flush=True,
+    )
     b = load_sim_config().bcg
-    print(f"BCG: B {b.branches} x H {b.horizon}, branches start at the {b.start} (native; newton: the step)",
-          flush=True)
-    cells = [[("newton", False, 1, None)], [("newton", True, 1, None)], [("native", False, 1, None)],
-             [("native", True, 1, None)], [("native", True, 2, None)],
-             [("native", False, 1, n // 2), ("native", False, 1, n // 2)],
-             [("native", True, 1, n // 2), ("native", True, 1, n // 2)]]
+    print(
+        f"BCG: B {b.branches} x H {b.horizon}, branches start at the {b.start} (native; newton: the step)", flush=True
+    )
+    cells = [
+        [("newton", False, 1, None)],
+        [("newton", True, 1, None)],
+        [("native", False, 1, None)],
+        [("native", True, 1, None)],
+        [("native", True, 2, None)],
+        [("native", False, 1, n // 2), ("native", False, 1, n // 2)],
+        [("native", True, 1, n // 2), ("native", True, 1, n // 2)],
+    ]
     res = run_cells(cells, n, horizon, repeats)
     base = {r[0]["bcg"]: r[0]["samples_per_s"] for r in res[:2]}
-    print(f"{'backend':>8} {'BCG':>4} {'dt ms':>6} {'threads':>7} {'procs':>5} {'s/iter':>7} {'samples/s':>10} "
-          f"{'x newton':>8} {'peak RSS GB':>11} {'bundles':>7}")
+    print(
+        f"{'backend':>8} {'BCG':>4} {'dt ms':>6} {'threads':>7} {'procs':>5} {'s/iter':>7} {'samples/s':>10} "
+        f"{'x newton':>8} {'peak RSS GB':>11} {'bundles':>7}"
+    )
     for group in res:
         r = group[0]
         sps = sum(g["samples_per_s"] for g in group) if len(group) > 1 else r["samples_per_s"]
         secs = max(g["seconds"] for g in group)
-        print(f"{r['backend']:>8} {'on' if r['bcg'] else 'off':>4} {r['sim_dt'] * 1e3:>6g} {r['threads']:>7} "
-              f"{len(group):>5} {secs:>7.2f} {sps:>10.0f} {sps / base[r['bcg']]:>8.1f} "
-              f"{max(g['peak_rss_gb'] for g in group):>11.2f} {sum(g['bundles'] for g in group):>7}", flush=True)
+        print(
+            f"{r['backend']:>8} {'on' if r['bcg'] else 'off':>4} {r['sim_dt'] * 1e3:>6g} {r['threads']:>7} "
+            f"{len(group):>5} {secs:>7.2f} {sps:>10.0f} {sps / base[r['bcg']]:>8.1f} "
+            f"{max(g['peak_rss_gb'] for g in group):>11.2f} {sum(g['bundles'] for g in group):>7}",
+            flush=True,
+        )
     nat = {(g[0]["bcg"], g[0]["threads"], len(g)): sum(x["samples_per_s"] for x in g) for g in res[2:]}
-    print(f"native BCG overhead (time on / off): {nat[(False, 1, 1)] / nat[(True, 1, 1)]:.2f}x one process, "
-          f"{nat[(False, 1, 2)] / nat[(True, 1, 2)]:.2f}x two; "
-          f"1 -> 2 threads: {nat[(True, 2, 1)] / nat[(True, 1, 1)]:.2f}x; "
-          f"1 -> 2 processes (N/2 each, at once): {nat[(False, 1, 2)] / nat[(False, 1, 1)]:.2f}x BCG off, "
-          f"{nat[(True, 1, 2)] / nat[(True, 1, 1)]:.2f}x on")
+    print(
+        f"native BCG overhead (time on / off): {nat[(False, 1, 1)] / nat[(True, 1, 1)]:.2f}x one process, "
+        f"{nat[(False, 1, 2)] / nat[(True, 1, 2)]:.2f}x two; "
+        f"1 -> 2 threads: {nat[(True, 2, 1)] / nat[(True, 1, 1)]:.2f}x; "
+        f"1 -> 2 processes (N/2 each, at once): {nat[(False, 1, 2)] / nat[(False, 1, 1)]:.2f}x BCG off, "
+        f"{nat[(True, 1, 2)] / nat[(True, 1, 1)]:.2f}x on"
+    )
     # Both cores (two processes) against the newton backend in one process: Warp's CPU kernels are serial, so
     # one process is all of this machine the newton path uses.
-    print(f"both cores vs newton: BCG off {nat[(False, 1, 2)] / base[False]:.1f}x, "
-          f"on {nat[(True, 1, 2)] / base[True]:.1f}x")
+    print(
+        f"both cores vs newton: BCG off {nat[(False, 1, 2)] / base[False]:.1f}x, "
+        f"on {nat[(True, 1, 2)] / base[True]:.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -56,29 +56,68 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", default="1000it", help="per algorithm: iterations or samples (default: 1000it)")
     ap.add_argument("--motion", default="run", help="(default: run)")
     ap.add_argument("--kappa", type=float, default=300.0, help="kN/m (default: 300)")
-    ap.add_argument("--reward", choices=("add", "tracking"), default=None,
-                    help="reward of every run (default: the preset's, add)")
+    ap.add_argument(
+        "--reward", choices=("add", "tracking"), default=None, help="reward of every run (default: the preset's, add)"
+    )
     ap.add_argument("--seed", type=int, default=0, help="(default: 0)")
     ap.add_argument("--device", default="cpu", help="(default: cpu)")
     ap.add_argument("--num-envs", type=int, default=None, help="override the preset's (default: preset)")
     ap.add_argument("--horizon", type=int, default=None, help="override the preset's SHAC h (default: preset)")
     ap.add_argument("--algos", nargs="+", default=["shac-bcg", "shac", "ppo"], help="(default: all three)")
-    ap.add_argument("--procs-compare", type=int, default=0, metavar="ITERS",
-                    help="also time ITERS SHAC iterations with 1 and 2 processes (default: 0, skip)")
+    ap.add_argument(
+        "--procs-compare",
+        type=int,
+        default=0,
+        metavar="ITERS",
+        help="also time ITERS SHAC iterations with 1 and 2 processes (default: 0, skip)",
+    )
     ap.add_argument("--out", default="runs/bench_train", help="(default: runs/bench_train)")
-    ap.add_argument("--parallel", action="store_true",
-                    help="start the runs at once (they share the cores; each still gets the full budget)")
-    ap.add_argument("--report-only", action="store_true",
-                    help="train nothing: print the table, ratio and curves of the run folders already under --out")
+    ap.add_argument(
+        "--parallel",
+        action="store_true",
+        help="start the runs at once (they share the cores; each still gets the full budget)",
+    )
+    ap.add_argument(
+        "--report-only",
+        action="store_true",
+        help="train nothing: print the table, ratio and curves of the run folders already under --out",
+    )
     args = ap.parse_args(argv)
     out = Path(args.out)
-    common = ["--preset", args.preset, "--motion", args.motion, "--kappa", args.kappa, "--seed", args.seed,
-              "--device", args.device]
-    common += [x for flag, v in (("--num-envs", args.num_envs), ("--horizon", args.horizon),
-                                 ("--reward", args.reward)) if v is not None for x in (flag, v)]
+    common = [
+        "--preset",
+        args.preset,
+        "--motion",
+        args.motion,
+        "--kappa",
+        args.kappa,
+        "--seed",
+        args.seed,
+        "--device",
+        args.device,
+    ]
+    common += [
+        x
+        for flag, v in (("--num-envs", args.num_envs), ("--horizon", args.horizon), ("--reward", args.reward))
+        if v is not None
+        for x in (flag, v)
+    ]
     runs = {algo: out / algo for algo in args.algos}
-    cmds = {algo: [sys.executable, "-m", "bcg_train", *map(str, common), "--algo", algo, "--budget", args.budget,
-                   "--out", str(run)] for algo, run in runs.items()}
+    cmds = {
+        algo: [
+            sys.executable,
+            "-m",
+            "bcg_train",
+            *map(str, common),
+            "--algo",
+            algo,
+            "--budget",
+            args.budget,
+            "--out",
+            str(run),
+        ]
+        for algo, run in runs.items()
+    }
     missing = [algo for algo, run in runs.items() if args.report_only and not (run / "summary.json").is_file()]
     if missing:
         print(f"train_cpu: --report-only: no finished run for {missing} under {out}", file=sys.stderr)
@@ -100,51 +139,73 @@ def main(argv=None) -> int:
             return code
     for algo, run in runs.items():  # what each run folder was made with (--report-only: not this command's flags)
         c = yaml.safe_load((run / "config.yaml").read_text())
-        print(f"{algo}: motion {c['task']['motion']}, kappa {c['kappa']:g}, seed {c['seed']}, budget {c['budget']}, "
-              f"reward {c['reward']['kind']}, {c['num_envs']} worlds, device {c['device']}, {c.get('procs', 1)} proc")
-    print("| algo | iterations | env samples | s/it | E_track eval first -> last [cm] | eval falls first -> last "
-          "| E_track batch first -> last [cm] | batch falls | peak RSS [MB] |")
+        print(
+            f"{algo}: motion {c['task']['motion']}, kappa {c['kappa']:g}, seed {c['seed']}, budget {c['budget']}, "
+            f"reward {c['reward']['kind']}, {c['num_envs']} worlds, device {c['device']}, {c.get('procs', 1)} proc"
+        )
+    print(
+        "| algo | iterations | env samples | s/it | E_track eval first -> last [cm] | eval falls first -> last "
+        "| E_track batch first -> last [cm] | batch falls | peak RSS [MB] |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for algo, run in runs.items():
         s = summary(run)
-        ev = (f"{s['eval_first_e_track_cm']:.2f} -> {s['eval_last_e_track_cm']:.2f} | "
-              f"{s['eval_first_falls']:.0%} -> {s['eval_last_falls']:.0%}") if "eval_first_e_track_cm" in s \
-            else "– | –"  # a run made before eval.csv existed
-        print(f"| {algo} | {s['iterations']} | {s['samples']} | {s['s_per_iteration']} | {ev} | "
-              f"{s['e_track_cm_first']:.2f} -> {s['e_track_cm_last']:.2f} | {int(s['falls_total'])} | "
-              f"{s['peak_rss_mb_all_procs']:.0f} |")
-    print("(eval: config/train eval section, the exported policy in bcg_sim from fixed starts, no early termination;"
-          " batch: the training rollouts, episodes of every age)")
+        ev = (
+            (
+                f"{s['eval_first_e_track_cm']:.2f} -> {s['eval_last_e_track_cm']:.2f} | "
+                f"{s['eval_first_falls']:.0%} -> {s['eval_last_falls']:.0%}"
+            )
+            if "eval_first_e_track_cm" in s
+            else "– | –"
+        )  # a run made before eval.csv existed
+        print(
+            f"| {algo} | {s['iterations']} | {s['samples']} | {s['s_per_iteration']} | {ev} | "
+            f"{s['e_track_cm_first']:.2f} -> {s['e_track_cm_last']:.2f} | {int(s['falls_total'])} | "
+            f"{s['peak_rss_mb_all_procs']:.0f} |"
+        )
+    print(
+        "(eval: config/train eval section, the exported policy in bcg_sim from fixed starts, no early termination;"
+        " batch: the training rollouts, episodes of every age)"
+    )
     if "shac-bcg" in runs and "eval_first_e_track_cm" in summary(runs["shac-bcg"]):
         s = summary(runs["shac-bcg"])
         halved = s["eval_last_e_track_cm"] <= 0.5 * s["eval_first_e_track_cm"]
         upright = s["eval_last_falls"] == 0.0
-        print(f"SHAC+BCG eval E_track {s['eval_first_e_track_cm']:.2f} -> {s['eval_last_e_track_cm']:.2f} cm "
-              f"({s['eval_last_e_track_cm'] / s['eval_first_e_track_cm']:.2f}x): halved {'yes' if halved else 'NO'}, "
-              f"upright at the end (no eval fall) {'yes' if upright else 'NO'}")
+        print(
+            f"SHAC+BCG eval E_track {s['eval_first_e_track_cm']:.2f} -> {s['eval_last_e_track_cm']:.2f} cm "
+            f"({s['eval_last_e_track_cm'] / s['eval_first_e_track_cm']:.2f}x): halved {'yes' if halved else 'NO'}, "
+            f"upright at the end (no eval fall) {'yes' if upright else 'NO'}"
+        )
     if "shac-bcg" in runs and "ppo" in runs:
         target = summary(runs["shac-bcg"])["eval_last_e_track_cm"]
         hit, total = samples_to_reach(runs["ppo"], target)
         shac_samples = summary(runs["shac-bcg"])["samples"]
         if hit is None:
-            print(f"sample ratio: PPO did not reach SHAC+BCG's final eval E_track {target:.2f} cm within {total} "
-                  f"samples (SHAC+BCG used {shac_samples})")
+            print(
+                f"sample ratio: PPO did not reach SHAC+BCG's final eval E_track {target:.2f} cm within {total} "
+                f"samples (SHAC+BCG used {shac_samples})"
+            )
         else:
-            print(f"sample ratio: PPO reached eval E_track {target:.2f} cm after {hit} samples, SHAC+BCG used "
-                  f"{shac_samples}: {hit / shac_samples:.2f}x")
+            print(
+                f"sample ratio: PPO reached eval E_track {target:.2f} cm after {hit} samples, SHAC+BCG used "
+                f"{shac_samples}: {hit / shac_samples:.2f}x"
+            )
     if len(runs) > 1:
         bcg_train("plot", *runs.values(), "-o", out / "curves.png")
     if args.procs_compare:
         times = {}
         for procs in (1, 2):
             run = out / f"procs{procs}"
-            code = bcg_train(*common, "--algo", "shac-bcg", "--budget", f"{args.procs_compare}it",
-                             "--procs", procs, "--out", run)
+            code = bcg_train(
+                *common, "--algo", "shac-bcg", "--budget", f"{args.procs_compare}it", "--procs", procs, "--out", run
+            )
             if code != 0:
                 return code
             times[procs] = summary(run)["s_per_iteration"]
-        print(f"SHAC+BCG s/iteration: 1 process {times[1]:.2f}, 2 processes {times[2]:.2f}, "
-              f"speed-up {times[1] / times[2]:.2f}x (same run)")
+        print(
+            f"SHAC+BCG s/iteration: 1 process {times[1]:.2f}, 2 processes {times[2]:.2f}, "
+            f"speed-up {times[1] / times[2]:.2f}x (same run)"
+        )
     return 0
 
 

@@ -33,8 +33,16 @@ from launch_ros.actions import Node
 from launch import LaunchContext, LaunchDescription
 
 # Topics a deployment bag records (bags.DEFAULT_TOPICS in bcg_policy_node).
-RECORD_TOPICS = ["/lowstate", "/lowcmd", "/joint_states", "/diagnostics", "/reference/joint_states",
-                 "/reference/root_pose", "/policy_node/transitions", "/sim/ground_truth"]
+RECORD_TOPICS = [
+    "/lowstate",
+    "/lowcmd",
+    "/joint_states",
+    "/diagnostics",
+    "/reference/joint_states",
+    "/reference/root_pose",
+    "/policy_node/transitions",
+    "/sim/ground_truth",
+]
 
 REFERENCE_TF_PREFIX = "reference"  # TF prefix of the reference ghost (config/g1.rviz uses the same)
 
@@ -94,8 +102,10 @@ def _robot_dds_env(context: LaunchContext) -> list:
     profile = config_file("fastdds_robot.xml")
     env = [SetEnvironmentVariable("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")]
     if context.perform_substitution(LaunchConfiguration("sim")).lower() == "true":
-        return env + [SetEnvironmentVariable("FASTDDS_DEFAULT_PROFILES_FILE", profile),
-                      SetEnvironmentVariable("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")]
+        return env + [
+            SetEnvironmentVariable("FASTDDS_DEFAULT_PROFILES_FILE", profile),
+            SetEnvironmentVariable("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST"),
+        ]
     interface = context.perform_substitution(LaunchConfiguration("network_interface"))
     if interface:
         with open(profile) as f:
@@ -119,16 +129,31 @@ def _robot_description(_context: LaunchContext) -> list:
 
     urdf = to_urdf("29dof")
     return [
-        Node(package="robot_state_publisher", executable="robot_state_publisher",
-             name="robot_state_publisher", output="screen", parameters=[{"robot_description": urdf}]),
-        Node(package="robot_state_publisher", executable="robot_state_publisher",
-             name="reference_state_publisher", output="screen",
-             parameters=[{"robot_description": urdf, "frame_prefix": f"{REFERENCE_TF_PREFIX}/"}],
-             remappings=[("joint_states", "/reference/joint_states"),
-                         ("robot_description", "/reference/robot_description")]),
-        Node(package="tf2_ros", executable="static_transform_publisher", name="reference_ghost_anchor",
-             output="screen",
-             arguments=["--frame-id", "pelvis", "--child-frame-id", f"{REFERENCE_TF_PREFIX}/pelvis"]),
+        Node(
+            package="robot_state_publisher",
+            executable="robot_state_publisher",
+            name="robot_state_publisher",
+            output="screen",
+            parameters=[{"robot_description": urdf}],
+        ),
+        Node(
+            package="robot_state_publisher",
+            executable="robot_state_publisher",
+            name="reference_state_publisher",
+            output="screen",
+            parameters=[{"robot_description": urdf, "frame_prefix": f"{REFERENCE_TF_PREFIX}/"}],
+            remappings=[
+                ("joint_states", "/reference/joint_states"),
+                ("robot_description", "/reference/robot_description"),
+            ],
+        ),
+        Node(
+            package="tf2_ros",
+            executable="static_transform_publisher",
+            name="reference_ghost_anchor",
+            output="screen",
+            arguments=["--frame-id", "pelvis", "--child-frame-id", f"{REFERENCE_TF_PREFIX}/pelvis"],
+        ),
     ]
 
 
@@ -137,30 +162,53 @@ def _nodes(context: LaunchContext) -> list:
     policy = context.perform_substitution(LaunchConfiguration("policy"))
     if not policy:
         raise RuntimeError("deploy.launch.py: policy:=<artifact folder> is required")
-    actions = [Node(package="bcg_policy_node", executable="policy_node", name="policy_node", output="screen",
-                    parameters=[config_file("policy_node.yaml"), {"policy_path": os.path.abspath(policy)}])]
+    actions = [
+        Node(
+            package="bcg_policy_node",
+            executable="policy_node",
+            name="policy_node",
+            output="screen",
+            parameters=[config_file("policy_node.yaml"), {"policy_path": os.path.abspath(policy)}],
+        )
+    ]
     if sim:
         # Real time: the policy node's control loop runs on the wall clock, so the bridge must too.
-        actions.append(Node(package="bcg_policy_node", executable="mujoco_bridge", name="mujoco_bridge",
-                            output="screen",
-                            parameters=[config_file("mujoco_bridge.yaml"), {"realtime": True}]))
+        actions.append(
+            Node(
+                package="bcg_policy_node",
+                executable="mujoco_bridge",
+                name="mujoco_bridge",
+                output="screen",
+                parameters=[config_file("mujoco_bridge.yaml"), {"realtime": True}],
+            )
+        )
     record = context.perform_substitution(LaunchConfiguration("record"))
     if record:
-        actions.append(ExecuteProcess(cmd=["ros2", "bag", "record", "-s", "mcap", "-o", record, *RECORD_TOPICS],
-                                      output="screen"))
+        actions.append(
+            ExecuteProcess(cmd=["ros2", "bag", "record", "-s", "mcap", "-o", record, *RECORD_TOPICS], output="screen")
+        )
     return actions
 
 
 def generate_launch_description() -> LaunchDescription:
-    args = [DeclareLaunchArgument(name, default_value=default, description=desc)
-            for name, (default, desc) in ARGUMENTS.items()]
-    return LaunchDescription([
-        *args,
-        SetEnvironmentVariable("ROS_DOMAIN_ID", LaunchConfiguration("domain_id")),
-        OpaqueFunction(function=_robot_dds_env),
-        OpaqueFunction(function=_nodes),
-        OpaqueFunction(function=_robot_description),
-        Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
-             arguments=["-d", config_file("g1.rviz")],
-             condition=IfCondition(LaunchConfiguration("rviz"))),
-    ])
+    args = [
+        DeclareLaunchArgument(name, default_value=default, description=desc)
+        for name, (default, desc) in ARGUMENTS.items()
+    ]
+    return LaunchDescription(
+        [
+            *args,
+            SetEnvironmentVariable("ROS_DOMAIN_ID", LaunchConfiguration("domain_id")),
+            OpaqueFunction(function=_robot_dds_env),
+            OpaqueFunction(function=_nodes),
+            OpaqueFunction(function=_robot_description),
+            Node(
+                package="rviz2",
+                executable="rviz2",
+                name="rviz2",
+                output="screen",
+                arguments=["-d", config_file("g1.rviz")],
+                condition=IfCondition(LaunchConfiguration("rviz")),
+            ),
+        ]
+    )

@@ -30,9 +30,14 @@ ARGUMENTS = {
 def generate_launch_description() -> LaunchDescription:
     deploy = os.path.join(get_package_share_directory("g1_bringup"), "launch", "deploy.launch.py")
     forwarded = {name: LaunchConfiguration(name) for name in ARGUMENTS}
-    return LaunchDescription([
-        *(DeclareLaunchArgument(name, default_value=default, description=desc)
-          for name, (default, desc) in ARGUMENTS.items()),
-        IncludeLaunchDescription(PythonLaunchDescriptionSource(deploy),
-                                 launch_arguments={**forwarded, "sim": "true"}.items()),
-    ])
+    return LaunchDescription(
+        [
+            *(
+                DeclareLaunchArgument(name, default_value=default, description=desc)
+                for name, (default, desc) in ARGUMENTS.items()
+            ),
+            IncludeLaunchDescription(
+                PythonLaunchDescriptionSource(deploy), launch_arguments={**forwarded, "sim": "true"}.items()
+            ),
+        ]
+    )

@@ -48,8 +48,13 @@ class NodeProcess:
     def __init__(self, module: str, args: list[str], log_path: Path):
         self.log_path = log_path
         self._log = open(log_path, "w")
-        self.proc = subprocess.Popen([sys.executable, "-u", "-m", module, *args], stdout=self._log,
-                                     stderr=subprocess.STDOUT, env=dict(os.environ), cwd=REPO)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", "-m", module, *args],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ),
+            cwd=REPO,
+        )
 
     def output(self) -> str:
         if not self._log.closed:
@@ -73,8 +78,13 @@ class NodeProcess:
 
 def policy_node_args(policy_path: str | Path, **params) -> list[str]:
     """Arguments for `python -m bcg_policy_node.policy_node` with config/policy_node.yaml and overrides."""
-    args = ["--ros-args", "--params-file", str(REPO / "config" / "policy_node.yaml"),
-            "-p", f"policy_path:={policy_path}"]
+    args = [
+        "--ros-args",
+        "--params-file",
+        str(REPO / "config" / "policy_node.yaml"),
+        "-p",
+        f"policy_path:={policy_path}",
+    ]
     for k, v in params.items():
         v = str(v).lower() if isinstance(v, bool) else v
         args += ["-p", f"{k}:={v}"]
@@ -156,8 +166,9 @@ class FakeRobot:
         node = ros.node
         self.pub = node.create_publisher(LowState, "/lowstate", qos)
         node.create_subscription(LowCmd, "/lowcmd", self._on_cmd, 50)
-        latched = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        latched = QoSProfile(
+            depth=50, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+        )
         node.create_subscription(String, "/policy_node/transitions", self._on_transition, latched)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -207,9 +218,16 @@ class FakeRobot:
         with self._lock:
             q = self.q.copy()
         self._tick += 1
-        msg = self.ll.fill_lowstate(self._msg, q, np.zeros(29), self.quat, np.zeros(3),
-                                    mode_machine=self.mode_machine, tick=self._tick * 5,
-                                    wireless_remote=self.ll.encode_remote(self.buttons))
+        msg = self.ll.fill_lowstate(
+            self._msg,
+            q,
+            np.zeros(29),
+            self.quat,
+            np.zeros(3),
+            mode_machine=self.mode_machine,
+            tick=self._tick * 5,
+            wireless_remote=self.ll.encode_remote(self.buttons),
+        )
         if self.corrupt == "crc":
             msg.crc ^= 0xFFFF
         elif self.corrupt == "nan":
@@ -223,8 +241,11 @@ class FakeRobot:
         self.buttons = tuple(buttons)
         t0 = time.monotonic()
         time.sleep(min_s)
-        wait_for(lambda: len(self.cmds_since(t0)) >= answers, 30,
-                 f"{answers} LowCmds with {'+'.join(buttons) or 'no button'} on the remote")
+        wait_for(
+            lambda: len(self.cmds_since(t0)) >= answers,
+            30,
+            f"{answers} LowCmds with {'+'.join(buttons) or 'no button'} on the remote",
+        )
 
     def press(self, *buttons: str) -> None:
         """Hold buttons on the wireless remote, then release them (each seen by the node)."""

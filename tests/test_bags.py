@@ -25,8 +25,12 @@ PERIOD_S = 0.01
 def _messages():
     from sensor_msgs.msg import JointState
 
-    states = [ll.make_lowstate(np.full(29, 0.01 * i), np.sin(np.arange(29) + i), [1, 0, 0, 0], [0.1, 0, 0],
-                               mode_machine=5, tick=2 * i) for i in range(N)]
+    states = [
+        ll.make_lowstate(
+            np.full(29, 0.01 * i), np.sin(np.arange(29) + i), [1, 0, 0, 0], [0.1, 0, 0], mode_machine=5, tick=2 * i
+        )
+        for i in range(N)
+    ]
     cmds = [ll.make_lowcmd(np.full(29, -0.01 * i), 40.0, 2.0, mode_machine=5) for i in range(N)]
     js = [JointState(name=["a", "b"], position=[float(i), 2.0 * i]) for i in range(N)]
     return {"/lowstate": states, "/lowcmd": cmds, "/joint_states": js}
@@ -67,8 +71,11 @@ def recorded_bag(tmp_path_factory):
 def test_record_and_read_back_equal(recorded_bag):
     path, msgs, counts = recorded_bag
     assert counts == {t: N for t in msgs}
-    assert bag_topics(path) == {"/lowstate": ("unitree_hg/msg/LowState", N), "/lowcmd": ("unitree_hg/msg/LowCmd", N),
-                                "/joint_states": ("sensor_msgs/msg/JointState", N)}
+    assert bag_topics(path) == {
+        "/lowstate": ("unitree_hg/msg/LowState", N),
+        "/lowcmd": ("unitree_hg/msg/LowCmd", N),
+        "/joint_states": ("sensor_msgs/msg/JointState", N),
+    }
     for topic, sent in msgs.items():
         got = [deserialize(m) for m in read_bag(path, [topic])]
         assert got == [_roundtrip(m) for m in sent], topic
@@ -91,9 +98,26 @@ def test_replay_publishes_with_original_timing(recorded_bag):
     ros.node.create_subscription(LowState, "/lowstate", lambda m: got.append((time.monotonic(), m)), 100)
     try:
         t0 = time.monotonic()
-        r = subprocess.run([sys.executable, "-m", "bcg_policy_node.replay", str(path), "--topics", "/lowstate",
-                            "--rate", "2", "--delay", "0", "--wait-subscribers", "1"],
-                           capture_output=True, text=True, timeout=60, cwd=REPO)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bcg_policy_node.replay",
+                str(path),
+                "--topics",
+                "/lowstate",
+                "--rate",
+                "2",
+                "--delay",
+                "0",
+                "--wait-subscribers",
+                "1",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+        )
         replay_s = time.monotonic() - t0
         assert r.returncode == 0, r.stderr
         wait_for(lambda: len(got) == N, 5.0, f"all {N} replayed LowStates (got {len(got)}; {r.stdout.strip()})")
@@ -125,8 +149,13 @@ def test_replay_plan_divides_the_recorded_spacing_by_the_rate(recorded_bag):
 
 
 def _run_replay(*args):
-    return subprocess.run([sys.executable, "-m", "bcg_policy_node.replay", *map(str, args)],
-                          capture_output=True, text=True, timeout=60, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "bcg_policy_node.replay", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
 
 
 def test_truncated_bag_gives_clear_error(recorded_bag, tmp_path):
@@ -218,11 +247,12 @@ def test_sigkill_at_random_times_loses_at_most_the_last_split(tmp_path):
             ticks = _ticks(bag, topic)  # no recovery needed: metadata.yaml lists every closed file
             # The first samples may go before the recorder's reader has matched (volatile QoS): not a loss.
             assert ticks and ticks == list(range(ticks[0], ticks[0] + len(ticks))), f"kill {k}: gaps"
-            must_have = sum(t < t_kill - SPLIT_S - RECORDER_LAG_S for t in sent[ticks[0]:])
+            must_have = sum(t < t_kill - SPLIT_S - RECORDER_LAG_S for t in sent[ticks[0] :])
             print(f"kill {k} after {kill_after:.2f} s: ticks {ticks[0]}..{ticks[-1]} of {len(sent)} sent")
             assert len(ticks) >= must_have, (
                 f"kill {k} after {kill_after:.2f} s: bag holds {len(ticks)} of {len(sent)} sent, {must_have} "
-                f"were sent > {SPLIT_S + RECORDER_LAG_S} s before the kill")
+                f"were sent > {SPLIT_S + RECORDER_LAG_S} s before the kill"
+            )
             r = _run_replay(bag, "--recover")
             assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
             recovered = _ticks(bag, topic)

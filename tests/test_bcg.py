@@ -18,13 +18,35 @@ from bcg_sim.quat import exp_smooth, multiply
 STEPS = 8  # control steps; the dropped world touches down in step 5
 
 
-def make_env(n: int, *, sigma=0.0, sigma_v=0.0, enabled=True, branches=2, horizon=2, pool_size=8, kappa=300.0,
-             perturbation=None, start=None):
+def make_env(
+    n: int,
+    *,
+    sigma=0.0,
+    sigma_v=0.0,
+    enabled=True,
+    branches=2,
+    horizon=2,
+    pool_size=8,
+    kappa=300.0,
+    perturbation=None,
+    start=None,
+):
     c = load_sim_config()
-    c = dc.replace(c, actuation=dc.replace(c.actuation, gains="stand"),
-                   bcg=dc.replace(c.bcg, enabled=enabled, sigma=sigma, sigma_v=sigma_v, branches=branches,
-                                  horizon=horizon, pool_size=pool_size, start=start or c.bcg.start,
-                                  perturbation=perturbation or c.bcg.perturbation)).with_kappa(kappa)
+    c = dc.replace(
+        c,
+        actuation=dc.replace(c.actuation, gains="stand"),
+        bcg=dc.replace(
+            c.bcg,
+            enabled=enabled,
+            sigma=sigma,
+            sigma_v=sigma_v,
+            branches=branches,
+            horizon=horizon,
+            pool_size=pool_size,
+            start=start or c.bcg.start,
+            perturbation=perturbation or c.bcg.perturbation,
+        ),
+    ).with_kappa(kappa)
     env = G1DiffEnv(c, n)
     return env
 
@@ -43,14 +65,20 @@ def rollout(env: G1DiffEnv, dropped: list[int], steps: int = STEPS):
     for a in acts:
         out = env.step(a)
         outs.append(out)
-        loss = loss + out.state.root_pos_w[:, 0].sum() + out.body_pos_w[:, 6, 2].sum() \
-            + 0.01 * out.state.joint_vel.sum() + out.body_quat_w[:, 0, 1].sum()
+        loss = (
+            loss
+            + out.state.root_pos_w[:, 0].sum()
+            + out.body_pos_w[:, 6, 2].sum()
+            + 0.01 * out.state.joint_vel.sum()
+            + out.body_quat_w[:, 0, 1].sum()
+        )
     loss.backward()
     return env.joint_q.detach(), env.joint_qd.detach(), [a.grad.clone() for a in acts], outs
 
 
-@pytest.mark.parametrize("perturbation,start", [("base", "step"), ("leg", "step"), ("base", "contact"),
-                                                 ("leg", "contact")])
+@pytest.mark.parametrize(
+    "perturbation,start", [("base", "step"), ("leg", "step"), ("base", "contact"), ("leg", "contact")]
+)
 def test_zero_radius_bundle_reproduces_unbundled_rollout_and_gradient(perturbation, start):
     q0, qd0, g0, _ = rollout(make_env(2, enabled=False), dropped=[0])
     env = make_env(2, sigma=0.0, sigma_v=0.0, branches=4, horizon=2, perturbation=perturbation, start=start)
@@ -155,8 +183,16 @@ def test_bundling_a_linear_system_returns_the_unperturbed_mean():
     def step_chunk(chunk, target, q, qd):
         return step(target, q, qd)
 
-    cfg = dc.replace(load_sim_config().bcg, branches=6, horizon=3, sigma=0.3, sigma_v=0.7, pool_size=6, antithetic=True,
-                     perturbation="base")
+    cfg = dc.replace(
+        load_sim_config().bcg,
+        branches=6,
+        horizon=3,
+        sigma=0.3,
+        sigma_v=0.7,
+        pool_size=6,
+        antithetic=True,
+        perturbation="base",
+    )
     bundler = Bundler(cfg, step_chunk, quat_slices=(None, None))
     q, qd = torch.randn(2, dq, generator=g, dtype=torch.float32), torch.randn(2, dv, generator=g)
     targets = [torch.randn(2, nj, generator=g) for _ in range(cfg.horizon)]
@@ -249,8 +285,11 @@ def test_leg_jacobian_fk_is_the_simulators():
     q_start, qd_start = model.joint_q_start.numpy(), model.joint_qd_start.numpy()
     leg = {j: names[int(model.joint_child.numpy()[j])] for j in range(model.joint_count)}
     for foot, side in enumerate(("left", "right")):
-        joints = [j for j, body in leg.items() if body.startswith(f"{side}_") and
-                  any(k in body for k in ("hip", "knee", "ankle"))]
+        joints = [
+            j
+            for j, body in leg.items()
+            if body.startswith(f"{side}_") and any(k in body for k in ("hip", "knee", "ankle"))
+        ]
         assert sorted(lj.legs[foot][1]) == sorted(int(q_start[j]) for j in joints)
         assert sorted(lj.legs[foot][2]) == sorted(int(qd_start[j]) for j in joints)
 
@@ -276,8 +315,16 @@ def test_leg_perturbation_moves_only_the_contacting_foot_within_the_ball(foot):
     damping error; base coordinates, the other leg and every other joint are untouched (bitwise)."""
     lj, q0, qd0 = _touchdown_state()
     sigma, sigma_v = 0.02, 0.2
-    cfg = dc.replace(load_sim_config().bcg, branches=8, horizon=1, sigma=sigma, sigma_v=sigma_v, pool_size=8,
-                     perturbation="leg", leg_damping=0.03)
+    cfg = dc.replace(
+        load_sim_config().bcg,
+        branches=8,
+        horizon=1,
+        sigma=sigma,
+        sigma_v=sigma_v,
+        pool_size=8,
+        perturbation="leg",
+        leg_damping=0.03,
+    )
     bundler = Bundler(cfg, lambda *a: None, quat_slices=(None, None), leg_map=lj)
     assert bundler.trigger(0, foot, q0, qd0)
     b = bundler.bundles[0]
@@ -325,8 +372,9 @@ def test_a_landing_bounce_is_one_touchdown_per_foot():
     """Dropped 2 cm onto kappa 300 with the motors' gains, the soles bounce: their end-of-step force dips
     below the trigger while the step's peak stays above it. That is one landing, so one touchdown per foot."""
     c = load_sim_config()
-    c = dc.replace(c, actuation=dc.replace(c.actuation, gains="policy"),
-                   bcg=dc.replace(c.bcg, enabled=False)).with_kappa(300.0)
+    c = dc.replace(
+        c, actuation=dc.replace(c.actuation, gains="policy"), bcg=dc.replace(c.bcg, enabled=False)
+    ).with_kappa(300.0)
     env = G1DiffEnv(c, 1)
     s = env.state
     s.root_pos_w[0, 2] += 0.02

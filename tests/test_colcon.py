@@ -26,16 +26,30 @@ def workspace(tmp_path_factory) -> Path:
         pytest.fail("colcon not found: `make setup` installs colcon-common-extensions")
     ws = tmp_path_factory.mktemp("colcon_ws")
     checkout = ws / "src" / "bcg"
-    shutil.copytree(REPO / "src", checkout / "src", symlinks=True,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(
+        REPO / "src", checkout / "src", symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
     (checkout / "config").symlink_to(REPO / "config")  # g1_bringup's links point at ../../config, ../../launch
     (checkout / "launch").symlink_to(REPO / "launch")
     venv = Path(sys.prefix)
     env = dict(os.environ, AMENT_PREFIX_PATH=str(venv), CMAKE_PREFIX_PATH=str(venv))
-    r = subprocess.run([colcon, "build", "--event-handlers", "console_cohesion-",
-                        "--cmake-args", "-DBUILD_TESTING=OFF", f"-DPython3_EXECUTABLE={sys.executable}",
-                        "-DPython3_FIND_VIRTUALENV=ONLY"],
-                       cwd=ws, env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            colcon,
+            "build",
+            "--event-handlers",
+            "console_cohesion-",
+            "--cmake-args",
+            "-DBUILD_TESTING=OFF",
+            f"-DPython3_EXECUTABLE={sys.executable}",
+            "-DPython3_FIND_VIRTUALENV=ONLY",
+        ],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return ws
 
@@ -59,9 +73,11 @@ def test_packages_build_and_install_where_ros2_looks(workspace):
 
 def test_installed_overlay_finds_its_config_and_messages(workspace, tmp_path):
     """From outside any checkout, the installed bcg_sim reads config/ from g1_bringup's share folder."""
-    code = ("import bcg_sim, unitree_hg.msg; from bcg_sim.config import config_dir; "
-            "from bcg_sim.policy.contract import default_contract; "
-            "print(bcg_sim.__file__); print(config_dir()); print(default_contract().control_dt)")
+    code = (
+        "import bcg_sim, unitree_hg.msg; from bcg_sim.config import config_dir; "
+        "from bcg_sim.policy.contract import default_contract; "
+        "print(bcg_sim.__file__); print(config_dir()); print(default_contract().control_dt)"
+    )
     script = f'source "{workspace}/install/setup.bash" && python -c "{code}"'
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BCG_CONFIG_DIR")}
     env["AMENT_PREFIX_PATH"] = sys.prefix

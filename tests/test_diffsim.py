@@ -30,11 +30,20 @@ from bcg_sim.motion import Motion
 BACKENDS = ["native", "newton"]
 
 
-def cfg_with(kappa: float = 100.0, gains: str = "stand", kp_scale: float = 1.0, kd_scale: float = 1.0,
-             bcg: bool = False, backend: str = "native"):
+def cfg_with(
+    kappa: float = 100.0,
+    gains: str = "stand",
+    kp_scale: float = 1.0,
+    kd_scale: float = 1.0,
+    bcg: bool = False,
+    backend: str = "native",
+):
     c = load_sim_config().with_backend(backend)
-    c = dc.replace(c, actuation=dc.replace(c.actuation, gains=gains, kp_scale=kp_scale, kd_scale=kd_scale),
-                   bcg=dc.replace(c.bcg, enabled=bcg))
+    c = dc.replace(
+        c,
+        actuation=dc.replace(c.actuation, gains=gains, kp_scale=kp_scale, kd_scale=kd_scale),
+        bcg=dc.replace(c.bcg, enabled=bcg),
+    )
     return c.with_kappa(kappa)
 
 
@@ -47,8 +56,12 @@ def default_target(sim) -> torch.Tensor:
 
 def newton(patch: dict) -> dict:
     """config/sim.yaml on the newton backend (what with_backend("newton") sets) as a mapping, with `patch`."""
-    out = {"backend": "newton", "sim_dt": 0.0005, "solver": {"stable_pd": False, "implicit_contact": False},
-           "bcg": {"start": "step"}}
+    out = {
+        "backend": "newton",
+        "sim_dt": 0.0005,
+        "solver": {"stable_pd": False, "implicit_contact": False},
+        "bcg": {"start": "step"},
+    }
     for key, value in patch.items():
         out[key] = {**out[key], **value} if isinstance(value, dict) and key in out else value
     return out
@@ -64,27 +77,30 @@ def test_config_file_loads_and_derives_contact_law():
     assert not n.solver.stable_pd and not n.solver.implicit_contact
 
 
-@pytest.mark.parametrize("patch, key", [
-    ({"bcg": {"branches": 0}}, "bcg.branches"),
-    ({"bcg": {"sigma": -0.01}}, "bcg.sigma"),
-    ({"bcg": {"sigma_v": -1.0}}, "bcg.sigma_v"),
-    ({"bcg": {"horizon": 0}}, "bcg.horizon"),
-    ({"bcg": {"branches": 3, "antithetic": True, "pool_size": 9}}, "bcg.branches"),
-    ({"contact": {"kappa": 0.0}}, "contact.kappa"),
-    ({"contact": {"kappa": -50.0}}, "contact.kappa"),
-    (newton({"sim_dt": 0.001}), "sim_dt"),  # above Newton's stable bound
-    (newton({"solver": {"stable_pd": True}}), "solver.stable_pd"),
-    ({"backend": "newton"}, "solver.stable_pd"),  # sim.yaml's implicit PD is the native backend's
-    ({"backend": "warp"}, "backend"),
-    ({"solver": {"threads": 0}}, "solver.threads"),
-    ({"sim_dt": 0.0003}, "sim_dt"),  # 20 ms is not a whole number of 0.3 ms substeps
-    ({"bcg": {"pool": 3}}, "pool"),  # unknown key
-    ({"bcg": {"branches": 4, "pool_size": 6}}, "bcg.pool_size"),
-    ({"actuation": {"gains": "soft"}}, "actuation.gains"),
-    ({"bcg": {"start": "touchdown"}}, "bcg.start"),
-    ({"solver": {"implicit_contact": False, "implicit_contact_spring": True}}, "solver.implicit_contact_spring"),
-    (newton({"bcg": {"start": "contact"}}), "bcg.start"),  # no partial steps on newton
-])
+@pytest.mark.parametrize(
+    "patch, key",
+    [
+        ({"bcg": {"branches": 0}}, "bcg.branches"),
+        ({"bcg": {"sigma": -0.01}}, "bcg.sigma"),
+        ({"bcg": {"sigma_v": -1.0}}, "bcg.sigma_v"),
+        ({"bcg": {"horizon": 0}}, "bcg.horizon"),
+        ({"bcg": {"branches": 3, "antithetic": True, "pool_size": 9}}, "bcg.branches"),
+        ({"contact": {"kappa": 0.0}}, "contact.kappa"),
+        ({"contact": {"kappa": -50.0}}, "contact.kappa"),
+        (newton({"sim_dt": 0.001}), "sim_dt"),  # above Newton's stable bound
+        (newton({"solver": {"stable_pd": True}}), "solver.stable_pd"),
+        ({"backend": "newton"}, "solver.stable_pd"),  # sim.yaml's implicit PD is the native backend's
+        ({"backend": "warp"}, "backend"),
+        ({"solver": {"threads": 0}}, "solver.threads"),
+        ({"sim_dt": 0.0003}, "sim_dt"),  # 20 ms is not a whole number of 0.3 ms substeps
+        ({"bcg": {"pool": 3}}, "pool"),  # unknown key
+        ({"bcg": {"branches": 4, "pool_size": 6}}, "bcg.pool_size"),
+        ({"actuation": {"gains": "soft"}}, "actuation.gains"),
+        ({"bcg": {"start": "touchdown"}}, "bcg.start"),
+        ({"solver": {"implicit_contact": False, "implicit_contact_spring": True}}, "solver.implicit_contact_spring"),
+        (newton({"bcg": {"start": "contact"}}), "bcg.start"),  # no partial steps on newton
+    ],
+)
 def test_bad_config_raises_clear_error(patch, key):
     """A key left out of the mapping is config/sim.yaml's; one bad key is a ConfigError naming it."""
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
@@ -151,8 +167,14 @@ def test_state_conventions_round_trip():
     g = torch.Generator().manual_seed(0)
     quat = torch.randn(n, 4, generator=g)
     quat = quat / quat.norm(dim=-1, keepdim=True)
-    s = SimState(torch.randn(n, 3, generator=g), quat, torch.randn(n, 3, generator=g), torch.randn(n, 3, generator=g),
-                 torch.randn(n, 29, generator=g), torch.randn(n, 29, generator=g))
+    s = SimState(
+        torch.randn(n, 3, generator=g),
+        quat,
+        torch.randn(n, 3, generator=g),
+        torch.randn(n, 3, generator=g),
+        torch.randn(n, 29, generator=g),
+        torch.randn(n, 29, generator=g),
+    )
     com = torch.tensor([0.0, 0.0, -0.07605])
     q, qd = to_newton(s, com)
     assert q.shape == (n, 36) and qd.shape == (n, 35)
@@ -331,9 +353,16 @@ def _still_motion(env: G1DiffEnv, frames: int = 20, dz: float = 0.0) -> Motion:
     rep = lambda x: np.repeat(x.detach().numpy()[:1].astype(np.float64), frames, axis=0)  # noqa: E731
     root = rep(s.root_pos_w)
     root[:, 2] += dz
-    return Motion(name="still", fps=50.0, root_pos_w=root, root_quat_w=rep(s.root_quat_w), joint_pos=rep(s.joint_pos),
-                  root_lin_vel_w=np.zeros((frames, 3)), root_ang_vel_w=np.zeros((frames, 3)),
-                  joint_vel=np.zeros((frames, 29)))
+    return Motion(
+        name="still",
+        fps=50.0,
+        root_pos_w=root,
+        root_quat_w=rep(s.root_quat_w),
+        joint_pos=rep(s.joint_pos),
+        root_lin_vel_w=np.zeros((frames, 3)),
+        root_ang_vel_w=np.zeros((frames, 3)),
+        joint_vel=np.zeros((frames, 29)),
+    )
 
 
 def test_per_world_reset_leaves_other_worlds_untouched():
@@ -362,8 +391,9 @@ def test_reset_from_builtin_clip_frames():
     for name in ("root_pos_w", "root_quat_w", "root_lin_vel_w", "root_ang_vel_w", "joint_pos", "joint_vel"):
         ref = getattr(clip, name)
         if ref is not None:
-            torch.testing.assert_close(getattr(s, name), torch.as_tensor(ref[frames], dtype=torch.float32),
-                                       rtol=1e-4, atol=1e-4, msg=name)
+            torch.testing.assert_close(
+                getattr(s, name), torch.as_tensor(ref[frames], dtype=torch.float32), rtol=1e-4, atol=1e-4, msg=name
+            )
     with torch.no_grad():
         out = env.step(torch.zeros(2, 29))
     assert torch.isfinite(env.joint_q).all() and not out.tracking_failed.any()

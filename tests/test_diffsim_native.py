@@ -19,17 +19,26 @@ from bcg_sim.diffsim.native import (
 )
 
 
-def native_cfg(kappa=300.0, gains="stand", dt=None, stable_pd=None, implicit_contact=None, threads=1, spring=None,
-               normal_only=True):
+def native_cfg(
+    kappa=300.0, gains="stand", dt=None, stable_pd=None, implicit_contact=None, threads=1, spring=None, normal_only=True
+):
     """spring: solver.implicit_contact_spring (None: the config's); normal_only: solver.implicit_spring_normal_only."""
     c = load_sim_config().with_kappa(kappa)
-    s = dc.replace(c.solver, threads=threads,
-                   stable_pd=c.solver.stable_pd if stable_pd is None else stable_pd,
-                   implicit_contact=c.solver.implicit_contact if implicit_contact is None else implicit_contact,
-                   implicit_contact_spring=c.solver.implicit_contact_spring if spring is None else spring,
-                   implicit_spring_normal_only=normal_only)
-    return dc.replace(c, sim_dt=c.sim_dt if dt is None else dt, solver=s, bcg=dc.replace(c.bcg, enabled=False),
-                      actuation=dc.replace(c.actuation, gains=gains)).validate()
+    s = dc.replace(
+        c.solver,
+        threads=threads,
+        stable_pd=c.solver.stable_pd if stable_pd is None else stable_pd,
+        implicit_contact=c.solver.implicit_contact if implicit_contact is None else implicit_contact,
+        implicit_contact_spring=c.solver.implicit_contact_spring if spring is None else spring,
+        implicit_spring_normal_only=normal_only,
+    )
+    return dc.replace(
+        c,
+        sim_dt=c.sim_dt if dt is None else dt,
+        solver=s,
+        bcg=dc.replace(c.bcg, enabled=False),
+        actuation=dc.replace(c.actuation, gains=gains),
+    ).validate()
 
 
 def targets(sim, steps):
@@ -55,10 +64,19 @@ def test_same_discretization_matches_newton():
     assert float((a.foot_force - b.foot_force).abs().max()) < 0.01 * float(b.foot_force.max())
 
 
-@pytest.mark.parametrize("kappa,substeps,dt,spring,normal_only", [
-    (50.0, None, None, False, True), (300.0, None, None, False, True), (300.0, 4, None, False, True),
-    (300.0, None, 0.005, True, True), (1000.0, None, 0.005, True, True), (300.0, 2, 0.005, True, True),
-    (300.0, None, 0.005, True, False), (1000.0, None, 0.005, True, False)])
+@pytest.mark.parametrize(
+    "kappa,substeps,dt,spring,normal_only",
+    [
+        (50.0, None, None, False, True),
+        (300.0, None, None, False, True),
+        (300.0, 4, None, False, True),
+        (300.0, None, 0.005, True, True),
+        (1000.0, None, 0.005, True, True),
+        (300.0, 2, 0.005, True, True),
+        (300.0, None, 0.005, True, False),
+        (1000.0, None, 0.005, True, False),
+    ],
+)
 def test_reverse_mode_is_exact_in_double_precision(kappa, substeps, dt, spring, normal_only):
     """One 2 ms-substep control step standing on the ground (contact, stable PD, implicit contact damping): the
     adjoint of the C++ step equals central finite differences of the same double-precision step -- a loss on the
@@ -118,14 +136,16 @@ def assert_reverse_mode_exact(sim, q_t, qd_t, tgt, substeps=None, params=None):
     wbq, wbqd = rng.standard_normal((1, 30, 7)), 0.1 * rng.standard_normal((1, 30, 6))
 
     def loss(q_, v_, t_):
-        tq, tv, _, _, _, _, bq, bqd = sim._forward(np.ascontiguousarray(t_), np.ascontiguousarray(q_),
-                                                   np.ascontiguousarray(v_), nsub, wargs)
+        tq, tv, _, _, _, _, bq, bqd = sim._forward(
+            np.ascontiguousarray(t_), np.ascontiguousarray(q_), np.ascontiguousarray(v_), nsub, wargs
+        )
         return float(tq[0, end] @ wq + tv[0, end] @ wv + (bq * wbq).sum() + (bqd * wbqd).sum()), tq, tv
 
     _, tq, tv = loss(q, v, t)
     g_tan = _coords_grad_to_tangent(torch.as_tensor(tq[:, end]), torch.as_tensor(wq[None])).numpy()
-    gq, gv, gt = sim._backward(tq, tv, t, np.ascontiguousarray(g_tan), np.ascontiguousarray(wv[None]), wbq, wbqd,
-                               nsub, wargs)
+    gq, gv, gt = sim._backward(
+        tq, tv, t, np.ascontiguousarray(g_tan), np.ascontiguousarray(wv[None]), wbq, wbqd, nsub, wargs
+    )
     gq = _tangent_grad_to_coords(torch.as_tensor(q), torch.as_tensor(gq)).numpy()
     eps = 1e-7
     for which, x, g in (("q", q, gq), ("v", v, gv), ("target", t, gt)):
@@ -296,8 +316,9 @@ def test_worlds_without_incoming_gradient_are_skipped_exactly():
         tgt = targets(sim, 1)[0].expand(len(rows), -1).clone().requires_grad_(True)
         o = sim.step(tgt, q, qd)
         keep = torch.tensor([r in (0, 2) for r in rows], dtype=torch.float32)[:, None]
-        loss = ((o.joint_q[:, :3] ** 2 + o.body_q[:, :, 2].sum(-1, keepdim=True)) * keep).sum() \
-            + (o.joint_qd * keep).sum()
+        loss = ((o.joint_q[:, :3] ** 2 + o.body_q[:, :, 2].sum(-1, keepdim=True)) * keep).sum() + (
+            o.joint_qd * keep
+        ).sum()
         loss.backward()
         return tgt.grad, q.grad, qd.grad
 

@@ -50,9 +50,14 @@ def test_track_replay_pairs_the_backends_over_the_same_starts(tmp_path, capsys):
     assert "native - newton:" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("args, msg", [(["--clips", "nope"], "neither a built-in clip"),
-                                       (["--clips", "jump", "--seconds", "20"], "shorter than 20.0 s"),
-                                       (["--worlds", "0"], "--worlds must be >= 1")])
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (["--clips", "nope"], "neither a built-in clip"),
+        (["--clips", "jump", "--seconds", "20"], "shorter than 20.0 s"),
+        (["--worlds", "0"], "--worlds must be >= 1"),
+    ],
+)
 def test_track_bad_input_is_one_line_and_exit_2(args, msg, capsys):
     from bcg_sim.diffsim.cli import main as sim_main
 
@@ -70,8 +75,13 @@ def test_gradvar_writes_csv_and_png(tmp_path):
     assert (tmp_path / "gradvar.png").stat().st_size > 1000
 
 
-@pytest.mark.parametrize("args, msg", [(["--branches", "5", "--pool-size", "16"], "must be a multiple of B=5"),
-                                       (["--joint-noise", "-1"], "--joint-noise must be >= 0")])
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (["--branches", "5", "--pool-size", "16"], "must be a multiple of B=5"),
+        (["--joint-noise", "-1"], "--joint-noise must be >= 0"),
+    ],
+)
 def test_gradvar_bad_input_is_one_line_and_exit_2(args, msg, capsys):
     with pytest.raises(SystemExit) as e:
         gradvar_main(["--worlds", "2", "--horizon", "2", "--kappas", "300", *args])

@@ -101,8 +101,10 @@ def test_link_checker_catches_a_broken_link(tmp_path, monkeypatch):
     (repo / "docs").mkdir()
     (repo / "docs" / "a.md").write_text("# Top\n\n## Some part\n")
     page = repo / "README.md"
-    page.write_text("[ok](docs/a.md#some-part) [gone](docs/b.md) [bad anchor](docs/a.md#nope) "
-                    "[web](https://example.org) `[code](not/a/link.md)`\n")
+    page.write_text(
+        "[ok](docs/a.md#some-part) [gone](docs/b.md) [bad anchor](docs/a.md#nope) "
+        "[web](https://example.org) `[code](not/a/link.md)`\n"
+    )
     monkeypatch.setattr(sys.modules[__name__], "REPO", repo)
     bad = broken_links(page)
     assert len(bad) == 2 and "docs/b.md" in bad[0] and "#nope" in bad[1], bad

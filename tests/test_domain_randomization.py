@@ -26,8 +26,9 @@ def randomized(n: int, seed: int = 0) -> WorldParams:
     p.friction_scale = u(0.5, 1.5, n)
     p.kp_scale, p.kd_scale = u(0.85, 1.15, n, 29), u(0.85, 1.15, n, 29)
     p.mass_scale = u(0.85, 1.15, n, len(MASS_BODIES))
-    p.com_offset_b[:, TORSO] = (2 * torch.rand(n, 3, generator=g, dtype=torch.float64) - 1) * \
-        torch.tensor([0.025, 0.05, 0.05], dtype=torch.float64)
+    p.com_offset_b[:, TORSO] = (2 * torch.rand(n, 3, generator=g, dtype=torch.float64) - 1) * torch.tensor(
+        [0.025, 0.05, 0.05], dtype=torch.float64
+    )
     return p
 
 
@@ -170,8 +171,9 @@ def test_bcg_branches_run_their_worlds_constants():
     from bcg_sim.diffsim import from_newton
 
     base = native_cfg(kappa=300.0)
-    on = dc.replace(base, bcg=dc.replace(load_sim_config().bcg, enabled=True, pool_size=24, sigma=0.0,
-                                         sigma_v=0.0)).validate()
+    on = dc.replace(
+        base, bcg=dc.replace(load_sim_config().bcg, enabled=True, pool_size=24, sigma=0.0, sigma_v=0.0)
+    ).validate()
     p = randomized(4, seed=1)
 
     def run(cfg, params):
@@ -199,8 +201,14 @@ def test_bcg_branches_run_their_worlds_constants():
 
 # ------------------------------------------------------------------------------------------ the training task
 
-ON = {"friction_scale": [0.5, 1.5], "kp_scale": [0.85, 1.15], "kd_scale": [0.85, 1.15],
-      "pelvis_mass_scale": [0.85, 1.15], "torso_mass_scale": [0.85, 1.15], "torso_com_offset": [0.025, 0.05, 0.05]}
+ON = {
+    "friction_scale": [0.5, 1.5],
+    "kp_scale": [0.85, 1.15],
+    "kd_scale": [0.85, 1.15],
+    "pelvis_mass_scale": [0.85, 1.15],
+    "torso_mass_scale": [0.85, 1.15],
+    "torso_com_offset": [0.025, 0.05, 0.05],
+}
 
 
 def _trainer(tmp_path, seed=0, n=4, **randomize):
@@ -208,8 +216,16 @@ def _trainer(tmp_path, seed=0, n=4, **randomize):
     from bcg_train.dist import Comm
     from bcg_train.runner import Trainer
 
-    cfg = load_train_config("tiny", {"algo": "shac", "num_envs": n, "seed": seed, "reward": {"kind": "tracking"},
-                                     "task": {"motion": "dance", "randomize": randomize}})
+    cfg = load_train_config(
+        "tiny",
+        {
+            "algo": "shac",
+            "num_envs": n,
+            "seed": seed,
+            "reward": {"kind": "tracking"},
+            "task": {"motion": "dance", "randomize": randomize},
+        },
+    )
     r = Trainer(cfg, tmp_path, Comm(), 1, resume=False)
     r.build()
     return r
@@ -256,8 +272,9 @@ def test_newton_backend_refuses_per_world_physics(tmp_path):
     from bcg_train.runner import contract_for
     from bcg_train.task import Task
 
-    cfg = load_train_config("tiny", {"algo": "shac", "task": {"motion": "dance",
-                                                              "randomize": {"friction_scale": [0.5, 1.5]}}})
+    cfg = load_train_config(
+        "tiny", {"algo": "shac", "task": {"motion": "dance", "randomize": {"friction_scale": [0.5, 1.5]}}}
+    )
     sim = native_cfg(kappa=300.0).with_backend("newton")
     env = G1DiffEnv(sim, 2)
     motion = bcg_sim.motion.load("dance", fps=sim.control_hz)
@@ -274,8 +291,12 @@ def test_bad_ranges_are_config_errors(tmp_path):
     ConfigErrors naming the key."""
     from bcg_train.config import load_train_config
 
-    for key, value in (("friction_scale", [1.5, 0.5]), ("kp_scale", [0.0, 1.0]), ("torso_com_offset", [0.1, 0.1]),
-                       ("torso_com_offset", [-0.1, 0.0, 0.0])):
+    for key, value in (
+        ("friction_scale", [1.5, 0.5]),
+        ("kp_scale", [0.0, 1.0]),
+        ("torso_com_offset", [0.1, 0.1]),
+        ("torso_com_offset", [-0.1, 0.0, 0.0]),
+    ):
         with pytest.raises(ConfigError, match=rf"task\.randomize\.{key}"):
             load_train_config("tiny", {"task": {"randomize": {key: value}}})
     with pytest.raises(ConfigError, match=r"task\.randomize\.kp_scale/kd_scale"):

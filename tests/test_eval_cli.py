@@ -42,8 +42,7 @@ def test_hold_policy_end_to_end(hold, tmp_path, capsys):
     assert d["train_pen_mm"] > 0 and d["mujoco_pen_mm"] > 0
     assert d["delta_d_mm"] == pytest.approx(d["train_pen_mm"] - d["mujoco_pen_mm"])
     assert d["train_falls"] == 0 and d["train_survival_s_mean"] == pytest.approx(0.6)  # upright in bcg_sim too
-    for f in ("eval.md", "strip.png", "e_track.png", "joint_err.png", "root_height.png", "penetration.png",
-              "slip.png"):
+    for f in ("eval.md", "strip.png", "e_track.png", "joint_err.png", "root_height.png", "penetration.png", "slip.png"):
         assert (out / f).stat().st_size > 0, f
     assert "| 0/2 | 0/2 |" in (out / "eval.md").read_text()  # falls in MuJoCo, falls in bcg_sim
 
@@ -52,8 +51,9 @@ def test_a_fall_in_the_training_simulator_only_is_told_apart(hold, tmp_path, cap
     """bcg-eval rolls the same starts out in bcg_sim for the whole evaluation: on a floor of 1 N/m per sphere
     there the held pose sinks below the fall height, while MuJoCo's floor carries it (0 falls)."""
     out = tmp_path / "out"
-    assert main([str(hold), "--runs", "2", "--seconds", "1.5", "--out", str(out), "--kappa", "0.001",
-                 "--no-render"]) == 0
+    assert (
+        main([str(hold), "--runs", "2", "--seconds", "1.5", "--out", str(out), "--kappa", "0.001", "--no-render"]) == 0
+    )
     r = json.loads((out / "eval.json").read_text())
     d = r["delta_d"]
     assert r["aggregate"]["falls"] == 0 and d["train_falls"] == 2
@@ -67,8 +67,7 @@ def test_zero_gain_policy_falls(tmp_path, capsys):
     c.kp, c.kd = [0.0] * 29, [0.0] * 29  # motors limp: the robot drops
     pol = export_policy(hold_module(c.n_obs), c, tmp_path / "limp", ("onnx",))
     out = tmp_path / "out"
-    assert main([str(pol), "--runs", "1", "--seconds", "3", "--out", str(out), "--no-render",
-                 "--no-delta-d"]) == 0
+    assert main([str(pol), "--runs", "1", "--seconds", "3", "--out", str(out), "--no-render", "--no-delta-d"]) == 0
     run = json.loads((out / "eval.json").read_text())["runs"][0]
     assert run["fell"] and run["survival_s"] < 3.0
 
@@ -92,8 +91,9 @@ def test_policy_joint_order_differs(hold, tmp_path, capsys):
 def test_mjcf_without_g1_joints(hold, tmp_path, capsys):
     xml = tmp_path / "box.xml"
     xml.write_text("<mujoco><worldbody><body><freejoint/><geom size='0.1'/></body></worldbody></mujoco>")
-    _one_error_line(capsys, main([str(hold), "--mjcf", str(xml), "--out", str(tmp_path / "o")]),
-                    "box.xml", "missing joint")
+    _one_error_line(
+        capsys, main([str(hold), "--mjcf", str(xml), "--out", str(tmp_path / "o")]), "box.xml", "missing joint"
+    )
 
 
 def test_bad_option_values(hold, tmp_path, capsys):
@@ -104,8 +104,24 @@ def test_bad_option_values(hold, tmp_path, capsys):
 def test_menagerie_mjcf_runs(hold, tmp_path, menagerie_g1_xml, capsys):
     """Any G1 MJCF: the Menagerie G1 (position servos turned into torque motors, floor added) stands too."""
     out = tmp_path / "m"
-    assert main([str(hold), "--mjcf", str(menagerie_g1_xml), "--runs", "1", "--seconds", "0.6", "--out",
-                 str(out), "--no-render", "--no-delta-d"]) == 0
+    assert (
+        main(
+            [
+                str(hold),
+                "--mjcf",
+                str(menagerie_g1_xml),
+                "--runs",
+                "1",
+                "--seconds",
+                "0.6",
+                "--out",
+                str(out),
+                "--no-render",
+                "--no-delta-d",
+            ]
+        )
+        == 0
+    )
     r = json.loads((out / "eval.json").read_text())
     assert r["aggregate"]["falls"] == 0 and r["contacts"]["ok"]
     assert np.isfinite(r["aggregate"]["e_track_cm_mean"])

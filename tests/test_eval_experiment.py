@@ -50,10 +50,27 @@ def cfg(tmp_path_factory) -> Path:
     trainer.write_text(textwrap.dedent(TRAINER))
     data = yaml.safe_load((config_dir() / "eval.yaml").read_text())
     hold = export_hold(str(tmp_path / "hold"), ("onnx",))
-    data["experiment"]["train_command"] = [sys.executable, str(trainer), str(hold), "--preset", "{preset}",
-                                           "--reward", "{reward}", "--motion", "{motion}", "--algo", "{algo}",
-                                           "--kappa", "{kappa}", "--budget", "{budget}", "--seed", "{seed}",
-                                           "--out", "{out}"]
+    data["experiment"]["train_command"] = [
+        sys.executable,
+        str(trainer),
+        str(hold),
+        "--preset",
+        "{preset}",
+        "--reward",
+        "{reward}",
+        "--motion",
+        "{motion}",
+        "--algo",
+        "{algo}",
+        "--kappa",
+        "{kappa}",
+        "--budget",
+        "{budget}",
+        "--seed",
+        "{seed}",
+        "--out",
+        "{out}",
+    ]
     data["eval"].update(runs=1, seconds=0.2, diffsim_seconds=0.2)
     p = tmp_path / "eval.yaml"
     p.write_text(yaml.safe_dump(data))
@@ -62,8 +79,19 @@ def cfg(tmp_path_factory) -> Path:
 
 def test_stiffness_table_report_and_resume(cfg, tmp_path, capsys):
     out = tmp_path / "res"
-    args = ["stiffness", "--out", str(out), "--motions", "run", "--kappas", "50", "300", "--no-render",
-            "--config", str(cfg)]
+    args = [
+        "stiffness",
+        "--out",
+        str(out),
+        "--motions",
+        "run",
+        "--kappas",
+        "50",
+        "300",
+        "--no-render",
+        "--config",
+        str(cfg),
+    ]
     assert main(args) == 0
     table = (out / "sections" / "table1.md").read_text()
     assert "κ = 50 kN/m" in table and "κ = 300 kN/m" in table and "| run | 0/1, " in table
@@ -111,15 +139,44 @@ def test_all_with_the_real_trainer(tmp_path, capsys):
     p = tmp_path / "eval.yaml"
     p.write_text(yaml.safe_dump(data))
     out = tmp_path / "res"
-    assert main(["all", "--out", str(out), "--motions", "dance", "--kappas", "300", "--kappa", "300",
-                 "--preset", "tiny", "--budget", "2it", "--jobs", "2", "--no-render", "--config", str(p)]) == 0
+    assert (
+        main(
+            [
+                "all",
+                "--out",
+                str(out),
+                "--motions",
+                "dance",
+                "--kappas",
+                "300",
+                "--kappa",
+                "300",
+                "--preset",
+                "tiny",
+                "--budget",
+                "2it",
+                "--jobs",
+                "2",
+                "--no-render",
+                "--config",
+                str(p),
+            ]
+        )
+        == 0
+    )
     cells = sorted(d.name for d in (out / "cells").iterdir())
     assert cells == ["dance_ppo_k300_s0", "dance_shac-bcg_k300_s0", "dance_shac_k300_s0"]
     assert (out / "cells/dance_ppo_k300_s0/eval/eval.json").is_file()
     assert not (out / "cells/dance_shac_k300_s0/eval").exists()  # gradvar's SHAC cell needs no evaluation
     report = (out / "report.md").read_text()
-    for title in ("Table 1", "Table 2", "Fig. 3", "Fig. 5", "### Cells",
-                  "preset tiny, reward tracking, 2 cell(s) at a time"):
+    for title in (
+        "Table 1",
+        "Table 2",
+        "Fig. 3",
+        "Fig. 5",
+        "### Cells",
+        "preset tiny, reward tracking, 2 cell(s) at a time",
+    ):
         assert title in report, title
     assert "| dance | shac-bcg | 300 |" in report and "| dance | shac | 300 |" in report
     assert "[3/3]" in capsys.readouterr().err
@@ -134,8 +191,25 @@ def test_resume_continues_an_interrupted_cell(tmp_path, capsys):
     p.write_text(yaml.safe_dump(data))
     out = tmp_path / "res"
     cell = out / "cells" / "dance_shac-bcg_k300_s0"
-    cmd = ["bcg-train", "--preset", "tiny", "--reward", "tracking", "--motion", "dance", "--algo", "shac-bcg",
-           "--kappa", "300", "--budget", "1000it", "--seed", "0", "--out", str(cell)]
+    cmd = [
+        "bcg-train",
+        "--preset",
+        "tiny",
+        "--reward",
+        "tracking",
+        "--motion",
+        "dance",
+        "--algo",
+        "shac-bcg",
+        "--kappa",
+        "300",
+        "--budget",
+        "1000it",
+        "--seed",
+        "0",
+        "--out",
+        str(cell),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 600
@@ -149,8 +223,23 @@ def test_resume_continues_an_interrupted_cell(tmp_path, capsys):
     done = [int(r["iteration"]) for r in csv.DictReader(open(cell / "metrics.csv"))]
     assert not (cell / "policy").exists() and done
     budget = done[-1] + 2
-    args = ["stiffness", "--out", str(out), "--motions", "dance", "--kappas", "300", "--preset", "tiny",
-            "--budget", f"{budget}it", "--no-render", "--config", str(p), "--resume"]
+    args = [
+        "stiffness",
+        "--out",
+        str(out),
+        "--motions",
+        "dance",
+        "--kappas",
+        "300",
+        "--preset",
+        "tiny",
+        "--budget",
+        f"{budget}it",
+        "--no-render",
+        "--config",
+        str(p),
+        "--resume",
+    ]
     assert main(args) == 0
     assert "resumed from checkpoints/last.pt" in capsys.readouterr().err
     rows = [int(r["iteration"]) for r in csv.DictReader(open(cell / "metrics.csv"))]
@@ -164,7 +253,8 @@ def test_missing_trainer_is_one_line(tmp_path, capsys):
     bad["experiment"]["train_command"] = ["no-such-trainer-xyz", "--out", "{out}"]
     p = tmp_path / "bad.yaml"
     p.write_text(yaml.safe_dump(bad))
-    assert main(["stiffness", "--out", str(tmp_path / "r"), "--motions", "run", "--kappas", "50",
-                 "--config", str(p)]) == 2
+    assert (
+        main(["stiffness", "--out", str(tmp_path / "r"), "--motions", "run", "--kappas", "50", "--config", str(p)]) == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len([e for e in err if "no-such-trainer-xyz" in e]) == 1 and "Traceback" not in "".join(err)

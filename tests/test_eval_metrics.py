@@ -70,7 +70,7 @@ def test_known_penetration_gives_its_delta_d():
     d = mujoco.MjData(m)
     d.qpos[:] = deep
     mujoco.mj_forward(m, d)
-    depth = max(-c.dist for c in d.contact[:d.ncon])
+    depth = max(-c.dist for c in d.contact[: d.ncon])
     assert depth == pytest.approx(0.005, abs=1e-6)  # the geometric definition is MuJoCo's contact depth
 
 
@@ -80,8 +80,9 @@ def test_fall_and_survival_from_pelvis_height():
     q[30:, 2] = 0.25  # dropped below 0.3 m at step 30
     s = metrics.summarize(metrics.series(metrics.Rollout(t, q, q), DT, 0.02), fall_height=0.3)
     assert s["fell"] and s["survival_s"] == pytest.approx(30 * DT)
-    agg = metrics.aggregate([s, metrics.summarize(metrics.series(metrics.Rollout(t[:30], q[:30], q[:30]), DT,
-                                                                 0.02), 0.3)])
+    agg = metrics.aggregate(
+        [s, metrics.summarize(metrics.series(metrics.Rollout(t[:30], q[:30], q[:30]), DT, 0.02), 0.3)]
+    )
     assert agg["falls"] == 1 and agg["runs"] == 2
 
 

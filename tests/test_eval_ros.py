@@ -60,13 +60,20 @@ class _Zero(torch.nn.Module):
 def results(tmp_path_factory):
     isolated_domain()
     d = tmp_path_factory.mktemp("eval_ros")
-    cfg = dataclasses.replace(load_eval_config(), runs=1, seconds=SECONDS, init_joint_noise=0.0,
-                              init_root_vel_noise=0.0, ros_preroll_s=PREROLL_S)
+    cfg = dataclasses.replace(
+        load_eval_config(),
+        runs=1,
+        seconds=SECONDS,
+        init_joint_noise=0.0,
+        init_root_vel_noise=0.0,
+        ros_preroll_s=PREROLL_S,
+    )
     out = {}
     for name, path in _policies(d).items():
         for ros in (False, True):
-            out[name, ros] = evaluate(load_policy(path), cfg, d / f"{name}_{ros}", ros=ros, render=False,
-                                      with_delta_d=False)
+            out[name, ros] = evaluate(
+                load_policy(path), cfg, d / f"{name}_{ros}", ros=ros, render=False, with_delta_d=False
+            )
     return out
 
 
@@ -83,8 +90,10 @@ def test_python_and_ros_paths_agree(results, name):
 def test_swing_is_measured_as_moving(results):
     """The arm swing shows in both paths' joint error, well above the hold policy's: the test can fail."""
     for ros in (False, True):
-        assert results["swing", ros]["aggregate"]["joint_err_rad_mean"] > \
-            2 * results["hold", ros]["aggregate"]["joint_err_rad_mean"]
+        assert (
+            results["swing", ros]["aggregate"]["joint_err_rad_mean"]
+            > 2 * results["hold", ros]["aggregate"]["joint_err_rad_mean"]
+        )
     assert np.isfinite(results["swing", True]["aggregate"]["e_track_cm_mean"])
 
 

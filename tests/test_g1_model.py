@@ -208,8 +208,10 @@ def test_newton_contacts_floor_only():
     pipeline.collide(state, contacts)
     n = int(contacts.rigid_contact_count.numpy()[0])
     labels = [label.split("/")[-1] for label in model.shape_label]
-    pairs = {(labels[a], labels[b]) for a, b in zip(contacts.rigid_contact_shape0.numpy()[:n],
-                                                    contacts.rigid_contact_shape1.numpy()[:n])}
+    pairs = {
+        (labels[a], labels[b])
+        for a, b in zip(contacts.rigid_contact_shape0.numpy()[:n], contacts.rigid_contact_shape1.numpy()[:n])
+    }
     touching = {a if b == "floor" else b for a, b in pairs if "floor" in (a, b)}
     assert set(g1.foot_sphere_names()) <= touching and {"pelvis_collision", "left_shin"} <= touching
     assert all("floor" in pair for pair in pairs), pairs
@@ -321,7 +323,7 @@ def _mesh_vertices_in_body(model: mujoco.MjModel, geom: int) -> np.ndarray:
     """Vertices [N, 3] [m] of a mesh geom in its body's frame."""
     mesh = model.geom_dataid[geom]
     start = model.mesh_vertadr[mesh]
-    verts = model.mesh_vert[start: start + model.mesh_vertnum[mesh]]
+    verts = model.mesh_vert[start : start + model.mesh_vertnum[mesh]]
     return verts @ g1.description.quat_to_mat(model.geom_quat[geom]).T + model.geom_pos[geom]
 
 
@@ -382,8 +384,7 @@ def test_dynamics_match_menagerie(menagerie):
 
 # ---- CLI -----------------------------------------------------------------------------------------------------
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bcg_sim.g1.cli", *args], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run([sys.executable, "-m", "bcg_sim.g1.cli", *args], capture_output=True, text=True, timeout=60)
 
 
 def test_cli_export_and_info(tmp_path):

@@ -33,9 +33,15 @@ def _tree(name: str) -> ast.Module:
 
 
 def _calls(tree: ast.AST, func: str) -> list[ast.Call]:
-    return [n for n in ast.walk(tree) if isinstance(n, ast.Call)
-            and ((isinstance(n.func, ast.Name) and n.func.id == func)
-                 or (isinstance(n.func, ast.Attribute) and n.func.attr == func))]
+    return [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and (
+            (isinstance(n.func, ast.Name) and n.func.id == func)
+            or (isinstance(n.func, ast.Attribute) and n.func.attr == func)
+        )
+    ]
 
 
 def _kw(call: ast.Call, name: str):
@@ -123,10 +129,16 @@ def test_parameter_files_are_ros2_param_files_for_the_launched_nodes():
     classes = {d["Class"] for d in rviz["Visualization Manager"]["Displays"]}
     assert {"rviz_default_plugins/RobotModel", "rviz_default_plugins/TF"} <= classes
     # The ghost display's TF prefix is the one the deploy launch gives the reference state publisher.
-    prefixes = {d.get("TF Prefix") for d in rviz["Visualization Manager"]["Displays"]
-                if d["Class"] == "rviz_default_plugins/RobotModel"}
-    ghost_prefix = next(ast.literal_eval(n.value) for n in _tree("deploy.launch.py").body
-                        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "REFERENCE_TF_PREFIX")
+    prefixes = {
+        d.get("TF Prefix")
+        for d in rviz["Visualization Manager"]["Displays"]
+        if d["Class"] == "rviz_default_plugins/RobotModel"
+    }
+    ghost_prefix = next(
+        ast.literal_eval(n.value)
+        for n in _tree("deploy.launch.py").body
+        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "REFERENCE_TF_PREFIX"
+    )
     assert prefixes == {"", ghost_prefix}
 
 
@@ -182,8 +194,9 @@ def test_profile_loads_in_fastdds_and_talks_over_loopback(tmp_path, variant):
     profile.write_text(text if variant == "as_shipped" else _profile_function()(text, "lo"))
     ros = RosSide("profile_check")  # sets this session's ROS_DOMAIN_ID (inherited by the publisher)
     env = dict(os.environ, FASTDDS_DEFAULT_PROFILES_FILE=str(profile), RMW_IMPLEMENTATION="rmw_fastrtps_cpp")
-    proc = subprocess.Popen([sys.executable, "-c", PUBLISHER], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PUBLISHER], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     got: list = []
     ros.node.create_subscription(String, "/profile_check", got.append, 10)
     try:
@@ -199,12 +212,19 @@ def test_profile_loads_in_fastdds_and_talks_over_loopback(tmp_path, variant):
 def _dds_env_function():
     """deploy.launch.py's _robot_dds_env compiled alone, with launch's actions replaced by (name, value) pairs."""
     tree = _tree("deploy.launch.py")
-    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)
-           and n.name in ("_robot_dds_env", "fastdds_profile_for_interface")]
-    ns: dict = {"ET": ET, "os": os, "tempfile": __import__("tempfile"),
-                "SetEnvironmentVariable": lambda name, value: (name, value),
-                "LaunchConfiguration": lambda name: name,
-                "config_file": lambda name: str(CONFIG / name)}
+    fns = [
+        n
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef) and n.name in ("_robot_dds_env", "fastdds_profile_for_interface")
+    ]
+    ns: dict = {
+        "ET": ET,
+        "os": os,
+        "tempfile": __import__("tempfile"),
+        "SetEnvironmentVariable": lambda name, value: (name, value),
+        "LaunchConfiguration": lambda name: name,
+        "config_file": lambda name: str(CONFIG / name),
+    }
     exec(compile(ast.Module(body=fns, type_ignores=[]), "deploy.launch.py", "exec"), ns)
     return ns["_robot_dds_env"]
 
@@ -232,8 +252,12 @@ def test_both_launch_modes_load_the_robot_profile(sim, interface):
 
 
 def test_env_sh_and_the_nodes_default_to_the_robot_profile():
-    out = subprocess.run(["bash", "-c", "unset FASTDDS_DEFAULT_PROFILES_FILE; . ./env.sh && "
-                          "echo $FASTDDS_DEFAULT_PROFILES_FILE"], capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(
+        ["bash", "-c", "unset FASTDDS_DEFAULT_PROFILES_FILE; . ./env.sh && echo $FASTDDS_DEFAULT_PROFILES_FILE"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert out.stdout.strip() == str(CONFIG / "fastdds_robot.xml"), out.stderr
     # What bcg-policy-node, bcg-mujoco-bridge and bcg-sim2sim call before rclpy.init (a fresh process, so the
     # environment of this one is untouched): unset -> the robot profile; a user's choice is kept.
@@ -241,6 +265,11 @@ def test_env_sh_and_the_nodes_default_to_the_robot_profile():
     env = {k: v for k, v in os.environ.items() if k != "FASTDDS_DEFAULT_PROFILES_FILE"}
     got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=REPO)
     assert got.stdout.strip() == str(CONFIG / "fastdds_robot.xml"), got.stderr
-    got = subprocess.run([sys.executable, "-c", code], env=dict(env, FASTDDS_DEFAULT_PROFILES_FILE="/x.xml"),
-                         capture_output=True, text=True, cwd=REPO)
+    got = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(env, FASTDDS_DEFAULT_PROFILES_FILE="/x.xml"),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert got.stdout.strip() == "/x.xml", got.stderr

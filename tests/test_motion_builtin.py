@@ -81,7 +81,7 @@ def test_flight_is_ballistic(clips: dict[str, Motion], name: str) -> None:
     inner = flight[:-2] & flight[1:-1] & flight[2:]  # frame t-1, t, t+1 all in flight
     assert inner.sum() >= 3, "no flight phase"
     z = m.root_pos_w[:, 2]
-    acc = (z[2:] - 2 * z[1:-1] + z[:-2]) * m.fps ** 2
+    acc = (z[2:] - 2 * z[1:-1] + z[:-2]) * m.fps**2
     g = motions_config().generation.gravity
     np.testing.assert_allclose(acc[inner], -g, atol=BALLISTIC_TOL)
     v = np.diff(m.root_pos_w[:, :2], axis=0) * m.fps  # horizontal: constant velocity within each flight
@@ -90,7 +90,7 @@ def test_flight_is_ballistic(clips: dict[str, Motion], name: str) -> None:
     assert len(starts) >= (3 if name == "jump" else 10), "fewer flights than the clip has"
     for i in starts:
         n = int(np.argmin(both[i:])) if not both[i:].all() else len(both) - i
-        assert np.ptp(v[i:i + n], axis=0).max() < 1e-9, f"flight at {i / m.fps:.2f} s"
+        assert np.ptp(v[i : i + n], axis=0).max() < 1e-9, f"flight at {i / m.fps:.2f} s"
 
 
 @pytest.mark.parametrize("name", generators.CLIPS)
@@ -136,8 +136,9 @@ def test_run_moves_at_its_speed_and_turns(clips: dict[str, Motion]) -> None:
     assert 0.2 < m.foot_contact.mean() < 0.5
 
 
-def test_generation_is_deterministic_and_cached(clips: dict[str, Motion], cache: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_generation_is_deterministic_and_cached(
+    clips: dict[str, Motion], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     again = generators.generate("dance", motions_config().generation)
     np.testing.assert_array_equal(again.joint_pos, clips["dance"].joint_pos)
     monkeypatch.setenv("BCG_CACHE_DIR", str(cache))

@@ -27,8 +27,15 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_info(cache: Path) -> None:
     r = _cli("info", "jump", cache=cache)
     assert r.returncode == 0, r.stderr
-    for key in ("duration", "fps", "frames", "root speed mean/peak", "contact left/right", "flight time",
-                "hold-first-pose E_track"):
+    for key in (
+        "duration",
+        "fps",
+        "frames",
+        "root speed mean/peak",
+        "contact left/right",
+        "flight time",
+        "hold-first-pose E_track",
+    ):
         assert key in r.stdout
 
 
@@ -69,8 +76,11 @@ def test_convert_a_window_of_a_lafan1_clip(cache: Path, tmp_path: Path) -> None:
     assert w.duration == pytest.approx(10.0) and w.num_frames == 501
     np.testing.assert_allclose(w.qpos()[0], whole.qpos()[30 * 50], atol=1e-6)  # NPZ stores float32
     np.testing.assert_allclose(w.qpos()[-1], whole.qpos()[40 * 50], atol=1e-6)
-    for start, end, words in (("40", "30", "after start"), ("30", "200", "outside the clip"),
-                              ("-1", "10", "start must be >= 0")):
+    for start, end, words in (
+        ("40", "30", "after start"),
+        ("30", "200", "outside the clip"),
+        ("-1", "10", "start must be >= 0"),
+    ):
         r = _cli("convert", str(src), str(tmp_path / "bad.npz"), "--start", start, "--end", end, cache=cache)
         assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert r.stderr.strip().splitlines()[-1].startswith("bcg-motion: error: window --start")
@@ -81,8 +91,21 @@ def test_render_png_strip(cache: Path, tmp_path: Path) -> None:
     import imageio.v2 as imageio
 
     out = tmp_path / "strip.png"
-    r = _cli("render", "run", "-o", str(out), "--frames", "2", "--width", "96", "--height", "128",
-             "--ghost", "dance", cache=cache)
+    r = _cli(
+        "render",
+        "run",
+        "-o",
+        str(out),
+        "--frames",
+        "2",
+        "--width",
+        "96",
+        "--height",
+        "128",
+        "--ghost",
+        "dance",
+        cache=cache,
+    )
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr  # renderer closed before exit
     img = imageio.imread(out)
@@ -102,14 +125,29 @@ def test_render_window_with_time_stamps(cache: Path, tmp_path: Path) -> None:
     import imageio.v2 as imageio
 
     out = tmp_path / "window.png"
-    r = _cli("render", "jump", "-o", str(out), "--frames", "3", "--width", "64", "--height", "80",
-             "--start", "1.0", "--end", "2.0", cache=cache)
+    r = _cli(
+        "render",
+        "jump",
+        "-o",
+        str(out),
+        "--frames",
+        "3",
+        "--width",
+        "64",
+        "--height",
+        "80",
+        "--start",
+        "1.0",
+        "--end",
+        "2.0",
+        cache=cache,
+    )
     assert r.returncode == 0, r.stderr
     assert "from 1.00 s over 1.00 s" in r.stdout, r.stdout
     img = imageio.imread(out)
     label = _label_height()
     assert label > 0 and img.shape == (80 + label, 192, 3)
-    stamps = [img[80:, 64 * i:64 * (i + 1)] for i in range(3)]
+    stamps = [img[80:, 64 * i : 64 * (i + 1)] for i in range(3)]
     assert all(s.max() > 200 for s in stamps)  # white text on each
     assert not np.array_equal(stamps[0], stamps[1]) and not np.array_equal(stamps[1], stamps[2])  # 1.00, 1.50, 2.00
     r = _cli("render", "jump", "-o", str(tmp_path / "x.png"), "--start", "2", "--end", "1", cache=cache)

@@ -62,9 +62,12 @@ def test_npz_has_the_mjlab_layout(window_csv: Path, tmp_path: Path) -> None:
 
 def test_foreign_pkl_without_wrists_loads_them_as_zero(window_csv: Path, tmp_path: Path) -> None:
     m = load(window_csv)
-    entry = {"root_trans_offset": m.root_pos_w.astype(np.float32), "fps": 30,
-             "root_rot": np.concatenate([m.root_quat_w[:, 1:], m.root_quat_w[:, :1]], 1).astype(np.float32),
-             "dof": m.joint_pos[:, mio.PHC_JOINTS].astype(np.float32)}
+    entry = {
+        "root_trans_offset": m.root_pos_w.astype(np.float32),
+        "fps": 30,
+        "root_rot": np.concatenate([m.root_quat_w[:, 1:], m.root_quat_w[:, :1]], 1).astype(np.float32),
+        "dof": m.joint_pos[:, mio.PHC_JOINTS].astype(np.float32),
+    }
     joblib.dump({"clip0": entry}, tmp_path / "phc.pkl")
     got = load(tmp_path / "phc.pkl")
     wrists = [i for i in range(29) if i not in mio.PHC_JOINTS]
@@ -160,8 +163,12 @@ def test_pkl_missing_key(tmp_path: Path) -> None:
 
 def test_pkl_with_several_clips_needs_a_choice(tmp_path: Path) -> None:
     rows = _good_rows()
-    entry = {"root_trans_offset": rows[:, :3], "root_rot": rows[:, 3:7], "dof": rows[:, 7:][:, mio.PHC_JOINTS],
-             "fps": 30}
+    entry = {
+        "root_trans_offset": rows[:, :3],
+        "root_rot": rows[:, 3:7],
+        "dof": rows[:, 7:][:, mio.PHC_JOINTS],
+        "fps": 30,
+    }
     path = tmp_path / "multi.pkl"
     joblib.dump({"a": entry, "b": entry}, path)
     _expect(path, "holds 2 clips")

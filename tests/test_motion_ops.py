@@ -88,9 +88,17 @@ def test_window_cuts_frames_and_keeps_world_positions_and_velocities(twisting: M
     assert "[0.5-1 s]" in w.source
 
 
-@pytest.mark.parametrize("start, end, words", [(-0.1, None, "start must be >= 0"), (1.0, 1.0, "after start"),
-                                               (1.0, 0.5, "after start"), (0.0, 2.5, "outside the clip"),
-                                               (3.0, None, "outside the clip"), (1.0, 1.01, "needs two")])
+@pytest.mark.parametrize(
+    "start, end, words",
+    [
+        (-0.1, None, "start must be >= 0"),
+        (1.0, 1.0, "after start"),
+        (1.0, 0.5, "after start"),
+        (0.0, 2.5, "outside the clip"),
+        (3.0, None, "outside the clip"),
+        (1.0, 1.01, "needs two"),
+    ],
+)
 def test_bad_windows_are_one_line_errors(twisting: Motion, start, end, words) -> None:
     with pytest.raises(ValueError, match=words) as info:
         window(twisting, start, end)
@@ -100,8 +108,15 @@ def test_bad_windows_are_one_line_errors(twisting: Motion, start, end, words) ->
 
 
 def test_hold_error_is_the_mean_body_distance_from_the_first_frame(twisting: Motion) -> None:
-    still = complete(Motion("still", 30.0, np.tile(twisting.root_pos_w[:1], (31, 1)),
-                            np.tile(twisting.root_quat_w[:1], (31, 1)), np.tile(twisting.joint_pos[:1], (31, 1))))
+    still = complete(
+        Motion(
+            "still",
+            30.0,
+            np.tile(twisting.root_pos_w[:1], (31, 1)),
+            np.tile(twisting.root_quat_w[:1], (31, 1)),
+            np.tile(twisting.joint_pos[:1], (31, 1)),
+        )
+    )
     assert hold_error(still) == 0.0
     shifted = still.primary()
     shifted.root_pos_w = shifted.root_pos_w + np.array([0.3, 0.4, 0.0]) * (np.arange(31) >= 1)[:, None]
@@ -156,4 +171,6 @@ def test_ground_alignment_is_robust_to_noise_in_a_long_clip() -> None:
     lift = float(aligned.root_pos_w[0, 2] - noisy.root_pos_w[0, 2])
     assert abs(lift) < 0.003, f"lifted by {lift * 1e3:.1f} mm"
     assert aligned.foot_contact.mean() > 0.9 * clean.foot_contact.mean(), (
-        aligned.foot_contact.mean(), clean.foot_contact.mean())
+        aligned.foot_contact.mean(),
+        clean.foot_contact.mean(),
+    )

@@ -33,9 +33,14 @@ def _cfg(**kw) -> BridgeConfig:
 
 def _command(q, kp, kd, mode=1) -> ll.MotorCommand:
     z = np.zeros(29)
-    return ll.MotorCommand(q=np.broadcast_to(q, 29).astype(float), dq=z, tau=z.copy(),
-                           kp=np.broadcast_to(kp, 29).astype(float), kd=np.broadcast_to(kd, 29).astype(float),
-                           mode=np.full(29, mode, np.uint8))
+    return ll.MotorCommand(
+        q=np.broadcast_to(q, 29).astype(float),
+        dq=z,
+        tau=z.copy(),
+        kp=np.broadcast_to(kp, 29).astype(float),
+        kd=np.broadcast_to(kd, 29).astype(float),
+        mode=np.full(29, mode, np.uint8),
+    )
 
 
 # --- the simulator core (no ROS) -----------------------------------------------------------------------
@@ -186,8 +191,9 @@ def test_bad_crc_dropped_then_pd_command_moves_joint(bridge):
     wait_for(lambda: "mode_machine 6, this robot is 5" in proc.output(), 5.0, "the mode_machine warning")
 
     def wrong_mm() -> int:
-        vals = [{kv.key: kv.value for kv in st.values} for d in diags for st in d.status
-                if st.name == "bcg mujoco_bridge"]
+        vals = [
+            {kv.key: kv.value for kv in st.values} for d in diags for st in d.status if st.name == "bcg mujoco_bridge"
+        ]
         return int(vals[-1]["lowcmd_wrong_mode_machine"]) if vals else 0
 
     wait_for(lambda: wrong_mm() > 0, 5.0, "lowcmd_wrong_mode_machine on /diagnostics")
@@ -216,7 +222,8 @@ def test_remote_press_and_ground_truth(bridge):
     _proc, ros = bridge
     pressed: list = []
     sub = ros.node.create_subscription(
-        LowState, "/lowstate", lambda m: pressed.append(ll.decode_remote(m.wireless_remote).pressed("L1", "A")), 10)
+        LowState, "/lowstate", lambda m: pressed.append(ll.decode_remote(m.wireless_remote).pressed("L1", "A")), 10
+    )
     pub = ros.node.create_publisher(String, "/sim/press", 10)
     wait_for(lambda: pub.get_subscription_count() > 0, 10.0, "bridge on /sim/press")
     # The press lasts remote_press_s of sim time: our /lowstate subscription must be matched before it starts

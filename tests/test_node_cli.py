@@ -26,8 +26,9 @@ def hold(tmp_path_factory):
 
 
 def _run(node: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", NODES[node], *args], capture_output=True, text=True,
-                          timeout=60, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", NODES[node], *args], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
 
 
 def _one_error_line(r: subprocess.CompletedProcess) -> str:
@@ -57,12 +58,17 @@ def test_params_file_with_yaml_syntax_error(node, tmp_path):
     assert f"parameter file {bad}: YAML syntax error at line 4" in line
 
 
-@pytest.mark.parametrize("override, key", [("stale_timout_s:=0.1", "unknown key(s) ['stale_timout_s']"),
-                                           ("max_tilt_rad:=-1.0", "max_tilt_rad: must be in (0, pi], got -1.0"),
-                                           ("executor:=threads", "executor: must be events or single_threaded"),
-                                           ("nice:=-30", "nice: must be in -20..19, got -30"),
-                                           ("cpu_affinity:=one", "cpu_affinity: must be a cpu list"),
-                                           ("cmd_rate_hz:=fast", "cmd_rate_hz: expected a number")])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("stale_timout_s:=0.1", "unknown key(s) ['stale_timout_s']"),
+        ("max_tilt_rad:=-1.0", "max_tilt_rad: must be in (0, pi], got -1.0"),
+        ("executor:=threads", "executor: must be events or single_threaded"),
+        ("nice:=-30", "nice: must be in -20..19, got -30"),
+        ("cpu_affinity:=one", "cpu_affinity: must be a cpu list"),
+        ("cmd_rate_hz:=fast", "cmd_rate_hz: expected a number"),
+    ],
+)
 def test_policy_node_rejects_unknown_keys_and_bad_values(hold, override, key):
     line = _one_error_line(_run("policy", *policy_node_args(hold), "-p", override))
     assert line.startswith("bcg-policy-node: cannot start: parameters of node 'policy_node'") and key in line, line
@@ -80,9 +86,13 @@ def test_policy_node_pins_every_thread(hold):
     import time
 
     cpu = max(os.sched_getaffinity(0))
-    p = subprocess.Popen([sys.executable, "-m", NODES["policy"], *policy_node_args(hold), "-p",
-                          f"cpu_affinity:={cpu}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         cwd=REPO)
+    p = subprocess.Popen(
+        [sys.executable, "-m", NODES["policy"], *policy_node_args(hold), "-p", f"cpu_affinity:={cpu}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+    )
     try:
         lines = []
         deadline = time.monotonic() + 60
@@ -95,17 +105,20 @@ def test_policy_node_pins_every_thread(hold):
         assert len(tasks) > 1  # rclpy / Fast DDS threads besides the main one
         for tid in tasks:
             status = open(f"/proc/{p.pid}/task/{tid}/status").read()
-            allowed = next(ln.split(":")[1].strip() for ln in status.splitlines()
-                           if ln.startswith("Cpus_allowed_list"))
+            allowed = next(ln.split(":")[1].strip() for ln in status.splitlines() if ln.startswith("Cpus_allowed_list"))
             assert allowed == str(cpu), (tid, allowed)
     finally:
         p.send_signal(signal.SIGINT)
         p.communicate(timeout=30)
 
 
-@pytest.mark.parametrize("override, key", [("variant:=31dof", "variant: must be one of ['23dof', '29dof']"),
-                                           ("ground_truth_bodies:=[pelvis,nose]",
-                                            "ground_truth_bodies: G1 model has no body named 'nose'")])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("variant:=31dof", "variant: must be one of ['23dof', '29dof']"),
+        ("ground_truth_bodies:=[pelvis,nose]", "ground_truth_bodies: G1 model has no body named 'nose'"),
+    ],
+)
 def test_bridge_rejects_unknown_variant_and_body(override, key):
     line = _one_error_line(_run("bridge", "--ros-args", "-p", override))
     assert line.startswith("bcg-mujoco-bridge: parameters of node 'mujoco_bridge'") and key in line, line

@@ -45,8 +45,13 @@ def _contract():
 def artifact(tmp_path_factory):
     c = _contract()
     module = _mlp(c.n_obs)
-    clip = ReferenceTrack("wave", 30.0, np.tile([0, 0, 0.78], (20, 1)), np.tile([1.0, 0, 0, 0], (20, 1)),
-                          np.tile(c.default_joint_pos, (20, 1)) + 0.1 * np.sin(np.arange(20))[:, None])
+    clip = ReferenceTrack(
+        "wave",
+        30.0,
+        np.tile([0, 0, 0.78], (20, 1)),
+        np.tile([1.0, 0, 0, 0], (20, 1)),
+        np.tile(c.default_joint_pos, (20, 1)) + 0.1 * np.sin(np.arange(20))[:, None],
+    )
     out = export_policy(module, c, tmp_path_factory.mktemp("art") / "mlp", reference=clip)
     return out, module, c
 
@@ -73,14 +78,17 @@ def _edited_copy(src, dst, edit):
     return dst
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda d: d["joint_names"].reverse(), "joint order differs from bcg_sim.g1.joints at index 0"),
-    (lambda d: d["observation"]["layout"][0].update(size=30), "joint_pos_rel has size 30, the builder makes 29"),
-    (lambda d: d["observation"]["mean"].pop(), "mean/std have"),
-    (lambda d: d.update(version=99), "metadata version 99"),
-    (lambda d: d.update(kp_typo=1.0), "unknown key"),
-    (lambda d: d["effort_limit"].__setitem__(0, 500.0), "exceeds its motor"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["joint_names"].reverse(), "joint order differs from bcg_sim.g1.joints at index 0"),
+        (lambda d: d["observation"]["layout"][0].update(size=30), "joint_pos_rel has size 30, the builder makes 29"),
+        (lambda d: d["observation"]["mean"].pop(), "mean/std have"),
+        (lambda d: d.update(version=99), "metadata version 99"),
+        (lambda d: d.update(kp_typo=1.0), "unknown key"),
+        (lambda d: d["effort_limit"].__setitem__(0, 500.0), "exceeds its motor"),
+    ],
+)
 def test_metadata_mismatch_gives_clear_error(artifact, tmp_path, edit, message):
     bad = _edited_copy(artifact[0], tmp_path / "bad", edit)
     with pytest.raises(PolicyContractError, match=message):
@@ -108,12 +116,22 @@ def test_observation_builder_numpy_equals_batched_torch():
     c = _contract()
     b, k = 4, c.observation.ref_horizon
     state = RobotState(RNG.normal(size=(b, 29)), RNG.normal(size=(b, 29)), _random_quat(b), RNG.normal(size=(b, 3)))
-    win = ReferenceWindow(RNG.normal(size=(b, k, 29)), _random_quat(b, k), RNG.normal(size=(b, k, 3)),
-                          RNG.normal(size=(b, k, 3)))
+    win = ReferenceWindow(
+        RNG.normal(size=(b, k, 29)), _random_quat(b, k), RNG.normal(size=(b, k, 3)), RNG.normal(size=(b, k, 3))
+    )
     last, phase = RNG.normal(size=(b, 29)), RNG.uniform(size=(b, 1))
-    per_sample = np.stack([build_observation(RobotState(*(x[i] for x in state)),
-                                             ReferenceWindow(*(x[i] for x in win)), last[i], float(phase[i, 0]), c)
-                           for i in range(b)])
+    per_sample = np.stack(
+        [
+            build_observation(
+                RobotState(*(x[i] for x in state)),
+                ReferenceWindow(*(x[i] for x in win)),
+                last[i],
+                float(phase[i, 0]),
+                c,
+            )
+            for i in range(b)
+        ]
+    )
     t = lambda x: torch.as_tensor(x, dtype=torch.float64)  # noqa: E731
     batched = build_observation(RobotState(*map(t, state)), ReferenceWindow(*map(t, win)), t(last), t(phase), c)
     assert per_sample.shape == (b, c.n_obs) and per_sample.dtype == np.float32
@@ -128,8 +146,13 @@ def test_frames_upright_and_aligned_reference():
     c = default_contract(ref_horizon=2)
     yaw = 1.0
     q_robot = np.array([np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)])  # upright, IMU yaw 1 rad
-    clip = ReferenceTrack("walk", 50.0, np.array([[0, 0, 0.8], [0.02, 0, 0.8], [0.04, 0, 0.8]]),
-                          np.tile([1.0, 0, 0, 0], (3, 1)), np.tile(c.default_joint_pos, (3, 1)))
+    clip = ReferenceTrack(
+        "walk",
+        50.0,
+        np.array([[0, 0, 0.8], [0.02, 0, 0.8], [0.04, 0, 0.8]]),
+        np.tile([1.0, 0, 0, 0], (3, 1)),
+        np.tile(c.default_joint_pos, (3, 1)),
+    )
     clip.align_yaw(q_robot)
     win = clip.window(0.0, 2, c.control_dt)
     state = RobotState(np.array(c.default_joint_pos), np.zeros(29), q_robot, np.zeros(3))
@@ -160,16 +183,31 @@ def _truncate(path, fraction=0.5):
 BROKEN = {  # case -> (damage(folder), runtime, file the message must name, problem in the message)
     "missing folder": (lambda d: shutil.rmtree(d), "auto", "", "does not exist"),
     "truncated onnx": (lambda d: _truncate(d / "policy.onnx"), "onnx", "policy.onnx", "not a readable ONNX"),
-    "truncated torchscript": (lambda d: _truncate(d / "policy.pt"), "torchscript", "policy.pt",
-                              "not a readable TorchScript"),
-    "non-zip reference": (lambda d: (d / "reference.npz").write_text("not a zip"), "auto", "reference.npz",
-                          "not a readable reference clip"),
-    "truncated reference": (lambda d: _truncate(d / "reference.npz", 0.7), "auto", "reference.npz",
-                            "reference clip"),
-    "yaml syntax error": (lambda d: (d / "policy.yaml").write_text("format: bcg_policy\nversion: [1\n"), "auto",
-                          "policy.yaml", "YAML syntax error at line"),
-    "binary garbage yaml": (lambda d: (d / "policy.yaml").write_bytes(bytes(range(256)) * 4), "auto",
-                            "policy.yaml", "policy.yaml"),
+    "truncated torchscript": (
+        lambda d: _truncate(d / "policy.pt"),
+        "torchscript",
+        "policy.pt",
+        "not a readable TorchScript",
+    ),
+    "non-zip reference": (
+        lambda d: (d / "reference.npz").write_text("not a zip"),
+        "auto",
+        "reference.npz",
+        "not a readable reference clip",
+    ),
+    "truncated reference": (lambda d: _truncate(d / "reference.npz", 0.7), "auto", "reference.npz", "reference clip"),
+    "yaml syntax error": (
+        lambda d: (d / "policy.yaml").write_text("format: bcg_policy\nversion: [1\n"),
+        "auto",
+        "policy.yaml",
+        "YAML syntax error at line",
+    ),
+    "binary garbage yaml": (
+        lambda d: (d / "policy.yaml").write_bytes(bytes(range(256)) * 4),
+        "auto",
+        "policy.yaml",
+        "policy.yaml",
+    ),
 }
 
 
@@ -188,8 +226,12 @@ def test_broken_artifact_is_one_error_type_and_one_cli_line(artifact, tmp_path, 
     with pytest.raises(ArtifactError, match=problem) as err:
         load_policy(broken, runtime=runtime)
     assert file in str(err.value) and str(broken) in str(err.value)
-    r = subprocess.run([sys.executable, "-m", "bcg_sim.policy.cli", "info", str(broken), "--runtime", runtime],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "bcg_sim.policy.cli", "info", str(broken), "--runtime", runtime],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert lines[0].startswith("bcg-policy: error: ") and problem in lines[0] and file in lines[0], lines[0]

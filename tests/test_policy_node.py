@@ -61,10 +61,17 @@ def setup(tmp_path_factory):
     contract = default_contract()
     art = export_policy(BiasPolicy(), contract, tmp / "bias", formats=("onnx",))
     expected_q = np.clip(DEFAULT + np.array(contract.action_scale) * BIAS, LOWER, UPPER)
-    node = NodeProcess("bcg_policy_node.policy_node",
-                       policy_node_args(art, move_to_default_s=MOVE_S, damping_kd=DAMPING_KD,
-                                                        stale_timeout_s=STALE_S, conflict_hold_s=CONFLICT_HOLD_S),
-                       tmp / "node.log")
+    node = NodeProcess(
+        "bcg_policy_node.policy_node",
+        policy_node_args(
+            art,
+            move_to_default_s=MOVE_S,
+            damping_kd=DAMPING_KD,
+            stale_timeout_s=STALE_S,
+            conflict_hold_s=CONFLICT_HOLD_S,
+        ),
+        tmp / "node.log",
+    )
     ros = RosSide()
     robot = FakeRobot(ros, DEFAULT + 0.3)
     diags: list = []
@@ -74,8 +81,11 @@ def setup(tmp_path_factory):
 
     joint_states: dict[str, list] = {"/joint_states": [], "/reference/joint_states": [], "/reference/root_pose": []}
     ros.node.create_subscription(DiagnosticArray, "/diagnostics", diags.append, 10)
-    for topic, typ in (("/joint_states", JointState), ("/reference/joint_states", JointState),
-                       ("/reference/root_pose", PoseStamped)):
+    for topic, typ in (
+        ("/joint_states", JointState),
+        ("/reference/joint_states", JointState),
+        ("/reference/root_pose", PoseStamped),
+    ):
         ros.node.create_subscription(typ, topic, joint_states[topic].append, 10)
     yield node, ros, robot, expected_q, diags, joint_states
     robot.close()
@@ -154,8 +164,9 @@ def test_startup_sequence_crc_mode_machine_and_policy_targets(setup):
     wait_for(lambda: robot.mode() == "ZERO_TORQUE", 5, "ZERO_TORQUE")
     t_zero, n_before = time.monotonic(), len(robot.modes()) - 1
     time.sleep(0.2)
-    assert all(_cmd_kind(c) == CommandKind.ZERO for _, c, _ in robot.cmds_since(t_zero)), \
+    assert all(_cmd_kind(c) == CommandKind.ZERO for _, c, _ in robot.cmds_since(t_zero)), (
         "ZERO_TORQUE sends kp = kd = 0"
+    )
     q_start = robot.q.copy()
     assert ros.call_trigger("/policy_node/start").success  # ZERO_TORQUE -> MOVE_TO_DEFAULT
     wait_for(lambda: robot.mode() == "HOLD", 3, "HOLD after the move")
@@ -175,8 +186,9 @@ def test_startup_sequence_crc_mode_machine_and_policy_targets(setup):
     every = robot.cmds_since(0)
     assert all(ok for _, _, ok in every), "every LowCmd has a correct CRC"
     assert {c.mode_machine for _, c, _ in every} == {robot.mode_machine}, "mode_machine copied from the robot"
-    js, ref_js, ref_pose = (joint_states[t] for t in ("/joint_states", "/reference/joint_states",
-                                                      "/reference/root_pose"))
+    js, ref_js, ref_pose = (
+        joint_states[t] for t in ("/joint_states", "/reference/joint_states", "/reference/root_pose")
+    )
     assert js and js[-1].name[3] == "left_knee_joint" and len(js[-1].position) == 29
     assert ref_js and ref_pose, "the reference ghost is published in RUN"
     np.testing.assert_allclose(ref_js[-1].position, DEFAULT, atol=1e-9)  # the bias artifact's clip: standing
@@ -251,18 +263,31 @@ def _policy_nan(robot, ros):
     robot.q = q
 
 
-@pytest.mark.parametrize("mode, induce, cause", [
-    ("RUN", _stale, "stale /lowstate"),
-    ("RUN", _nan, "stale /lowstate"),  # NaN messages are rejected, so the state goes stale
-    ("HOLD", _bad_crc, "stale /lowstate"),
-    ("RUN", _remote_l2_b, "damp from remote"),
-    ("HOLD", _remote_select, "damp from remote"),
-    ("RUN", _service_damp, "damp from service"),
-    ("RUN", _tilt, "torso tilt"),
-    ("HOLD", _joint_limit, "joint limit breach: left_knee"),
-    ("RUN", _policy_nan, "non-finite action"),
-], ids=["stale", "nan_lowstate", "bad_crc", "remote_L2+B", "remote_select", "service_damp", "tilt",
-        "joint_limit", "policy_nan"])
+@pytest.mark.parametrize(
+    "mode, induce, cause",
+    [
+        ("RUN", _stale, "stale /lowstate"),
+        ("RUN", _nan, "stale /lowstate"),  # NaN messages are rejected, so the state goes stale
+        ("HOLD", _bad_crc, "stale /lowstate"),
+        ("RUN", _remote_l2_b, "damp from remote"),
+        ("HOLD", _remote_select, "damp from remote"),
+        ("RUN", _service_damp, "damp from service"),
+        ("RUN", _tilt, "torso tilt"),
+        ("HOLD", _joint_limit, "joint limit breach: left_knee"),
+        ("RUN", _policy_nan, "non-finite action"),
+    ],
+    ids=[
+        "stale",
+        "nan_lowstate",
+        "bad_crc",
+        "remote_L2+B",
+        "remote_select",
+        "service_damp",
+        "tilt",
+        "joint_limit",
+        "policy_nan",
+    ],
+)
 def test_fault_ends_in_damping(setup, mode, induce, cause):
     node, ros, robot, *_ = setup
     _to_mode(ros, robot, mode)
@@ -274,8 +299,9 @@ def test_fault_ends_in_damping(setup, mode, induce, cause):
         # the node's own measure: the fault came only once the last state was older than the limit (the message
         # rounds the age to whole ms, so 400.3 ms reads "400")
         age_ms = float(re.search(r"last valid message (\d+) ms old", robot.transitions[-1]).group(1))
-        assert age_ms >= STALE_S * 1e3 and f"limit {STALE_S * 1e3:.0f} ms" in robot.transitions[-1], \
-            robot.transitions[-1]
+        assert age_ms >= STALE_S * 1e3 and f"limit {STALE_S * 1e3:.0f} ms" in robot.transitions[-1], robot.transitions[
+            -1
+        ]
     _assert_damping(robot, cause)
     if induce in (_nan, _bad_crc):
         word = "non-finite" if induce is _nan else "crc mismatch"
@@ -341,8 +367,10 @@ def test_second_lowstate_publisher_blocks_leaving_damping(setup):
     node, ros, robot, _, diags, _ = setup
     _damp(ros, robot)
     seen = int(_diag_values(diags).get("mode_machine_changes", 0))
-    r = Intruder(ros).run_while(lambda: int(_diag_values(diags).get("mode_machine_changes", 0)) > seen,
-                                lambda: ros.call_trigger("/policy_node/reset"))
+    r = Intruder(ros).run_while(
+        lambda: int(_diag_values(diags).get("mode_machine_changes", 0)) > seen,
+        lambda: ros.call_trigger("/policy_node/reset"),
+    )
     assert not r.success and "mode_machine changed" in r.message, r.message
     assert robot.mode() == "DAMPING"
     wait_for(lambda: "mode_machine changed" in node.output(), 5, "the conflict in the node log")
@@ -363,8 +391,9 @@ def test_tick_going_back_blocks_leaving_damping(setup):
     thread = threading.Thread(target=restart_ticks, daemon=True)
     thread.start()
     try:
-        wait_for(lambda: int(_diag_values(diags).get("tick_regressions", 0)) > seen, 20,
-                 "tick_regressions on /diagnostics")
+        wait_for(
+            lambda: int(_diag_values(diags).get("tick_regressions", 0)) > seen, 20, "tick_regressions on /diagnostics"
+        )
         r = ros.call_trigger("/policy_node/reset")
     finally:
         stop.set()

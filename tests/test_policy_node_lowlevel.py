@@ -17,8 +17,18 @@ def _state_msg(**kw):
     q, dq = RNG.normal(size=29), RNG.normal(size=29)
     quat = np.array([0.9, 0.1, -0.2, 0.3])
     quat /= np.linalg.norm(quat)
-    msg = ll.make_lowstate(q, dq, quat, [0.1, 0.2, 0.3], [0.0, 0.5, 9.8], tau_est=np.arange(29.0),
-                           mode_machine=5, tick=1234, wireless_remote=ll.encode_remote(["start"], ly=0.5), **kw)
+    msg = ll.make_lowstate(
+        q,
+        dq,
+        quat,
+        [0.1, 0.2, 0.3],
+        [0.0, 0.5, 9.8],
+        tau_est=np.arange(29.0),
+        mode_machine=5,
+        tick=1234,
+        wireless_remote=ll.encode_remote(["start"], ly=0.5),
+        **kw,
+    )
     return msg, q, dq, quat
 
 
@@ -45,8 +55,7 @@ def test_lowstate_rejects_bad_crc_nan_and_lengths():
     with pytest.raises(ll.BadMessage, match="non-finite"):
         ll.lowstate_to_state(msg)
     # rclpy refuses wrong fixed-array lengths at publish time; the check still guards other sources
-    short = SimpleNamespace(motor_state=[None] * 34, imu_state=msg.imu_state,
-                            wireless_remote=msg.wireless_remote)
+    short = SimpleNamespace(motor_state=[None] * 34, imu_state=msg.imu_state, wireless_remote=msg.wireless_remote)
     with pytest.raises(ll.BadMessage, match="motor_state has 34"):
         ll.lowstate_to_state(short)
 
@@ -93,10 +102,18 @@ def test_lowstate_from_cdr_bytes_equals_the_message_path():
 
     rng = np.random.default_rng(3)
     for _ in range(5):
-        msg = ll.make_lowstate(rng.normal(0, 1, 29), rng.normal(0, 1, 29), [0.9, 0.1, -0.3, 0.2],
-                               rng.normal(0, 1, 3), rng.normal(0, 9, 3), tau_est=rng.normal(0, 5, 29),
-                               ddq=rng.normal(0, 9, 29), mode_machine=int(rng.integers(0, 256)),
-                               tick=int(rng.integers(0, 2**32)), wireless_remote=ll.encode_remote(["L1", "A"], lx=0.3))
+        msg = ll.make_lowstate(
+            rng.normal(0, 1, 29),
+            rng.normal(0, 1, 29),
+            [0.9, 0.1, -0.3, 0.2],
+            rng.normal(0, 1, 3),
+            rng.normal(0, 9, 3),
+            tau_est=rng.normal(0, 5, 29),
+            ddq=rng.normal(0, 9, 29),
+            mode_machine=int(rng.integers(0, 256)),
+            tick=int(rng.integers(0, 2**32)),
+            wireless_remote=ll.encode_remote(["L1", "A"], lx=0.3),
+        )
         for m in msg.motor_state:  # fields the CRC covers but the state does not use
             m.temperature, m.vol, m.sensor, m.motorstate = [int(rng.integers(-99, 99))] * 2, 24.5, [7, 8], 3
         msg.version, msg.reserve = [1, 2], [5, 6, 7, 8]
@@ -105,10 +122,12 @@ def test_lowstate_from_cdr_bytes_equals_the_message_path():
         a, b = ll.lowstate_to_state(deserialize_message(data, LowState)), ll.lowstate_cdr_to_state(data)
         for k in a.__dataclass_fields__:
             x, y = getattr(a, k), getattr(b, k)
-            assert (np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y), k
-    for mutate, word in ((lambda d: d.__setitem__(200, d[200] ^ 1), "crc mismatch"),
-                         (lambda d: d.__setitem__(1, 0), "little-endian"),
-                         (lambda d: d.__delitem__(slice(-8, None)), "expected 2092 bytes")):
+            assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y, k
+    for mutate, word in (
+        (lambda d: d.__setitem__(200, d[200] ^ 1), "crc mismatch"),
+        (lambda d: d.__setitem__(1, 0), "little-endian"),
+        (lambda d: d.__delitem__(slice(-8, None)), "expected 2092 bytes"),
+    ):
         bad = bytearray(data)
         mutate(bad)
         with pytest.raises(ll.BadMessage, match=word):

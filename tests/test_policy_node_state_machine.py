@@ -23,8 +23,9 @@ STAND_KP, STAND_KD = np.full(29, 300.0), np.full(29, 5.0)
 
 
 def _sm(log):
-    return StateMachine(DEFAULT, np.full(29, 40.0), np.full(29, 2.0), STAND_KP, STAND_KD, move_duration_s=2.0,
-                        on_transition=log.append)
+    return StateMachine(
+        DEFAULT, np.full(29, 40.0), np.full(29, 2.0), STAND_KP, STAND_KD, move_duration_s=2.0, on_transition=log.append
+    )
 
 
 def test_sequence_and_latched_damping():
@@ -50,8 +51,14 @@ def test_sequence_and_latched_damping():
     assert sm.mode == Mode.DAMPING and sm.targets(3.5).kind == CommandKind.DAMP and sm.last_fault == "torso tilt"
     assert not sm.handle(3.6, Event.START, "test", DEFAULT)  # latched
     assert sm.handle(3.7, Event.RESET, "test", DEFAULT) and sm.mode == Mode.ZERO_TORQUE
-    assert [t.dst for t in log] == [Mode.ZERO_TORQUE, Mode.MOVE_TO_DEFAULT, Mode.HOLD, Mode.RUN, Mode.DAMPING,
-                                    Mode.ZERO_TORQUE]
+    assert [t.dst for t in log] == [
+        Mode.ZERO_TORQUE,
+        Mode.MOVE_TO_DEFAULT,
+        Mode.HOLD,
+        Mode.RUN,
+        Mode.DAMPING,
+        Mode.ZERO_TORQUE,
+    ]
     assert all(t.cause for t in log)
 
 
@@ -77,8 +84,7 @@ def test_safety_checks():
 
 
 def test_remote_mapping_chords_and_edges():
-    m = RemoteMapper({Event.START: ["start"], Event.STOP: ["X"], Event.DAMP: ["select", "L2+B"],
-                      Event.RESET: ["L1+Y"]})
+    m = RemoteMapper({Event.START: ["start"], Event.STOP: ["X"], Event.DAMP: ["select", "L2+B"], Event.RESET: ["L1+Y"]})
     r = lambda *b: ll.RemoteState(frozenset(b))  # noqa: E731
     assert m.update(r("start")) == Event.START
     assert m.update(r("start")) is None  # held, not a new press

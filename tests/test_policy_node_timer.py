@@ -80,8 +80,13 @@ def hold(tmp_path_factory):
 
 
 def _probe(hold, gc_freeze: bool) -> dict:
-    r = subprocess.run([sys.executable, "-c", SCRIPT, str(hold), str(REPO / "config" / "policy_node.yaml"),
-                        str(gc_freeze).lower()], capture_output=True, text=True, timeout=120, cwd=REPO)
+    r = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(hold), str(REPO / "config" / "policy_node.yaml"), str(gc_freeze).lower()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
 

@@ -14,11 +14,18 @@ ABSOLUTE = re.compile(r"(?<![\w.~])/(?:work|home|Users)/[\w.-]+")
 
 
 def test_docs_cite_no_absolute_machine_paths():
-    docs = [p for p in REPO.rglob("*.md") if not any(part in (".venv", "build", "install", ".cache", "log")
-                                                   for part in p.relative_to(REPO).parts)]
+    docs = [
+        p
+        for p in REPO.rglob("*.md")
+        if not any(part in (".venv", "build", "install", ".cache", "log") for part in p.relative_to(REPO).parts)
+    ]
     assert docs
-    hits = [f"{p.relative_to(REPO)}:{i}: {m.group(0)}" for p in docs
-            for i, line in enumerate(p.read_text().splitlines(), 1) if (m := ABSOLUTE.search(line))]
+    hits = [
+        f"{p.relative_to(REPO)}:{i}: {m.group(0)}"
+        for p in docs
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if (m := ABSOLUTE.search(line))
+    ]
     assert not hits, "cite ../shared/notes/... instead of absolute paths:\n" + "\n".join(hits)
 
 

@@ -26,7 +26,7 @@ DIM = sum(SIZES.values())
 def feats(x: torch.Tensor) -> Features:
     out, i = {}, 0
     for g in FEATURE_GROUPS:
-        out[g] = x[:, i:i + SIZES[g]]
+        out[g] = x[:, i : i + SIZES[g]]
         i += SIZES[g]
     return Features(out, torch.zeros(x.shape[0], 1, 3))
 
@@ -157,7 +157,7 @@ def test_gradient_penalty_covers_negatives_and_positive():
     for neg, t in ((near, t_near), (far, t_far)):  # gp = 0.5 (E_neg + E_pos) |d logit / dx|^2, independently
         x = torch.cat([torch.zeros(1, DIM), add.scale(neg * add.mask)]).requires_grad_(True)
         (gx,) = torch.autograd.grad(add.disc(x).sum(), x)
-        sq = (gx ** 2).sum(-1)
+        sq = (gx**2).sum(-1)
         assert torch.isclose(t["gp"], 0.5 * (sq[0] + sq[1:].mean()), rtol=1e-5)
         with torch.no_grad():
             lg = add.disc(x).squeeze(-1)

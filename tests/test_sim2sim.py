@@ -41,9 +41,25 @@ def run(tmp_path_factory):
     d = tmp_path_factory.mktemp("sim2sim")
     hold = export_hold(str(d / "hold"), ("onnx",))  # what `bcg-policy export-hold` writes
     bag = d / "bag"
-    r = subprocess.run([sys.executable, "-m", "bcg_policy_node.sim2sim", "--policy", str(hold), "--duration",
-                        str(SIM_S), "--fast", "--start", "--record", str(bag)],
-                       capture_output=True, text=True, timeout=600, cwd=REPO)  # a hang guard: slow under load
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bcg_policy_node.sim2sim",
+            "--policy",
+            str(hold),
+            "--duration",
+            str(SIM_S),
+            "--fast",
+            "--start",
+            "--record",
+            str(bag),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )  # a hang guard: slow under load
     return r, d, hold, bag
 
 
@@ -68,19 +84,34 @@ def test_policy_runs_and_robot_stays_up(run):
 
 def test_check_policy_on_recorded_bag(run):
     _, d, hold, bag = run
-    ok = subprocess.run([sys.executable, "-m", "bcg_policy_node.replay", str(bag), "--check-policy", str(hold)],
-                        capture_output=True, text=True, timeout=120, cwd=REPO)
+    ok = subprocess.run(
+        [sys.executable, "-m", "bcg_policy_node.replay", str(bag), "--check-policy", str(hold)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "OK" in ok.stdout and "max 0.000e+00 rad" in ok.stdout
     other = _export_constant(d / "const")
-    bad = subprocess.run([sys.executable, "-m", "bcg_policy_node.replay", str(bag), "--check-policy", str(other)],
-                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    bad = subprocess.run(
+        [sys.executable, "-m", "bcg_policy_node.replay", str(bag), "--check-policy", str(other)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert bad.returncode == 1 and "MISMATCH" in bad.stdout, bad.stdout + bad.stderr
 
 
 def _sim2sim(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bcg_policy_node.sim2sim", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "bcg_policy_node.sim2sim", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
 
 
 def test_start_that_never_reaches_run_exits_non_zero(run):
@@ -94,8 +125,22 @@ def test_sigterm_ends_without_traceback_and_keeps_the_summary(run, tmp_path):
     _, _, hold, _ = run
     log = tmp_path / "sim2sim.log"
     with open(log, "w") as f:
-        proc = subprocess.Popen([sys.executable, "-u", "-m", "bcg_policy_node.sim2sim", "--policy", str(hold),
-                                 "--duration", "60", "--start"], stdout=f, stderr=subprocess.STDOUT, cwd=REPO)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-u",
+                "-m",
+                "bcg_policy_node.sim2sim",
+                "--policy",
+                str(hold),
+                "--duration",
+                "60",
+                "--start",
+            ],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+        )
         try:
             wait_for(lambda: "-> MOVE_TO_DEFAULT" in log.read_text(), 60, "the run to start")
             proc.send_signal(signal.SIGTERM)

@@ -32,11 +32,14 @@ def test_bridge_and_policy_node_processes_keep_the_robot_up_on_sim_time(tmp_path
 
     isolated_domain()  # before spawning: the processes inherit this session's ROS_DOMAIN_ID
     hold = export_hold(str(tmp_path / "hold"), ("onnx",))
-    bridge = NodeProcess("bcg_policy_node.mujoco_bridge", ["--ros-args", "-p", "realtime:=false"],
-                         tmp_path / "bridge.log")
-    policy = NodeProcess("bcg_policy_node.policy_node",
-                         policy_node_args(hold, zero_torque_auto_start_s=AUTO_START_S, use_sim_time=True),
-                         tmp_path / "policy.log")
+    bridge = NodeProcess(
+        "bcg_policy_node.mujoco_bridge", ["--ros-args", "-p", "realtime:=false"], tmp_path / "bridge.log"
+    )
+    policy = NodeProcess(
+        "bcg_policy_node.policy_node",
+        policy_node_args(hold, zero_torque_auto_start_s=AUTO_START_S, use_sim_time=True),
+        tmp_path / "policy.log",
+    )
     ros = RosSide("sim2sim_processes")
     lock = threading.Lock()
     gt: list[tuple[float, float]] = []  # (sim time s, pelvis z m)
@@ -56,19 +59,24 @@ def test_bridge_and_policy_node_processes_keep_the_robot_up_on_sim_time(tmp_path
 
     try:
         ros.node.create_subscription(PoseStamped, "/sim/ground_truth", on_gt, 100)
-        latched = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        latched = QoSProfile(
+            depth=50, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+        )
         ros.node.create_subscription(String, "/policy_node/transitions", on_transition, latched)
         press = ros.node.create_publisher(String, "/sim/press", 10)
-        wait_for(lambda: seen("-> HOLD") is not None or not policy.alive() or not bridge.alive(), HANG_GUARD_S,
-                 "policy node in HOLD (auto start -> default pose)")
+        wait_for(
+            lambda: seen("-> HOLD") is not None or not policy.alive() or not bridge.alive(),
+            HANG_GUARD_S,
+            "policy node in HOLD (auto start -> default pose)",
+        )
         # A message published before discovery has matched the bridge's subscription is lost.
         wait_for(lambda: press.get_subscription_count() >= 1, 30.0, "the bridge subscribed to /sim/press")
         press.publish(String(data="start"))
         wait_for(lambda: seen("-> RUN") is not None, 60.0, "RUN after pressing start")
         n_run = seen("-> RUN")
-        wait_for(lambda: len(gt) > n_run and gt[-1][0] - gt[n_run][0] >= RUN_S, HANG_GUARD_S,
-                 f"{RUN_S} s of sim time in RUN")
+        wait_for(
+            lambda: len(gt) > n_run and gt[-1][0] - gt[n_run][0] >= RUN_S, HANG_GUARD_S, f"{RUN_S} s of sim time in RUN"
+        )
     finally:
         ros.close()
         policy.stop()

@@ -20,15 +20,19 @@ def _missing(cls: type, protocol: type) -> list[str]:
     src = inspect.getsource(cls)
     out = []
     for name, member in vars(protocol).items():
-        if name.startswith("_") and name != "__call__" or not callable(getattr(protocol, name)) and not isinstance(
-                member, property):
+        if (
+            name.startswith("_")
+            and name != "__call__"
+            or not callable(getattr(protocol, name))
+            and not isinstance(member, property)
+        ):
             continue
         if not hasattr(cls, name) or callable(getattr(protocol, name)) != callable(getattr(cls, name)):
             out.append(name)
         elif callable(getattr(protocol, name)):
             want = list(inspect.signature(getattr(protocol, name)).parameters)
             have = list(inspect.signature(getattr(cls, name)).parameters)
-            if have[:len(want)] != want:
+            if have[: len(want)] != want:
                 out.append(f"{name}{tuple(have)} != {tuple(want)}")
     for name in protocol.__annotations__:
         if not hasattr(cls, name) and not re.search(rf"\bself\.{name}\b[^=\n]*=", src):
@@ -53,8 +57,9 @@ def test_every_reward_has_the_protocol(kind):
     assert _missing(REWARDS[kind], Reward) == []
 
 
-@pytest.mark.parametrize("module, name", [("bcg_sim.diffsim.bridge", "Simulator"),
-                                          ("bcg_sim.diffsim.native", "NativeSimulator")])
+@pytest.mark.parametrize(
+    "module, name", [("bcg_sim.diffsim.bridge", "Simulator"), ("bcg_sim.diffsim.native", "NativeSimulator")]
+)
 def test_every_simulator_backend_has_the_protocol(module, name):
     import importlib
 
@@ -78,6 +83,9 @@ def test_dataclass_defaults_are_default_yaml():
 
     code, yaml_ = leaves(asdict(TrainConfig())), leaves(asdict(load_train_config()))
     # the tracking reward's tables are the YAML's alone (the dataclass holds no feature-group literals)
-    differ = {k: (code.get(k), yaml_.get(k)) for k in code.keys() | yaml_.keys()
-              if code.get(k) != yaml_.get(k) and not k.startswith("reward.tracking_")}
+    differ = {
+        k: (code.get(k), yaml_.get(k))
+        for k in code.keys() | yaml_.keys()
+        if code.get(k) != yaml_.get(k) and not k.startswith("reward.tracking_")
+    }
     assert differ == {}

@@ -20,8 +20,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def bcg_train(*args, cwd=None, timeout=300):
-    return subprocess.run([sys.executable, "-m", "bcg_train", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "bcg_train", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 def main_in_process(capsys, *args):
@@ -52,8 +58,15 @@ def shac_run(tmp_path_factory) -> Path:
 
 
 def test_shac_run_folder(shac_run):
-    for f in ("config.yaml", "contract.yaml", "reference.npz", "metrics.csv", "summary.json",
-              "checkpoints/last.pt", "policy/policy.yaml"):
+    for f in (
+        "config.yaml",
+        "contract.yaml",
+        "reference.npz",
+        "metrics.csv",
+        "summary.json",
+        "checkpoints/last.pt",
+        "policy/policy.yaml",
+    ):
         assert (shac_run / f).is_file(), f
     rows = (shac_run / "metrics.csv").read_text().splitlines()
     assert len(rows) == 3 and "e_track_cm" in rows[0] and "bcg_triggers" in rows[0] and "gradvar" in rows[0]
@@ -128,8 +141,11 @@ def test_learning_rate_decays_on_iterations_and_a_wall_clock_schedule_is_refused
     assert p.returncode == 0, p.stderr[-2000:]
     lr = [float(r["lr_actor"]) for r in csv.DictReader(open(out / "metrics.csv"))]
     assert lr == pytest.approx([2e-3 * (1 - i / 4) for i in range(1, 5)]), lr
-    _assert_bad_input(main_in_process(capsys, "--preset", "tiny", "--algo", "shac", "--budget", "4s",
-                                      "--out", tmp_path / "timed"), "wall clock", "lr_decay")
+    _assert_bad_input(
+        main_in_process(capsys, "--preset", "tiny", "--algo", "shac", "--budget", "4s", "--out", tmp_path / "timed"),
+        "wall clock",
+        "lr_decay",
+    )
 
 
 def test_guard_stops_the_run_with_a_checkpoint_of_untouched_weights(tmp_path, capsys):
@@ -148,10 +164,13 @@ def test_guard_stops_the_run_with_a_checkpoint_of_untouched_weights(tmp_path, ca
 
 
 def test_bad_inputs_exit_2_with_one_line(tmp_path, shac_run, capsys):
-    _assert_bad_input(main_in_process(capsys, "--preset", "tiny", "--motion", "no_such_clip", "--out", tmp_path / "a"),
-                      "no_such_clip")
-    _assert_bad_input(main_in_process(capsys, "--preset", "tiny", "--horizon", "500", "--out", tmp_path / "b"),
-                      "shorter than horizon 500")
+    _assert_bad_input(
+        main_in_process(capsys, "--preset", "tiny", "--motion", "no_such_clip", "--out", tmp_path / "a"), "no_such_clip"
+    )
+    _assert_bad_input(
+        main_in_process(capsys, "--preset", "tiny", "--horizon", "500", "--out", tmp_path / "b"),
+        "shorter than horizon 500",
+    )
     _assert_bad_input(main_in_process(capsys, "--preset", "tiny", "--budget", "12parsecs"), "budget '12parsecs'")
     bad = tmp_path / "bad.yaml"
     bad.write_text("shac:\n  horizn: 3\n")
@@ -180,8 +199,7 @@ def test_motion_window_of_a_lafan1_clip():
     from bcg_train.config import load_train_config
     from bcg_train.runner import load_motion
 
-    cfg = load_train_config("tiny", {"task": {"motion": str(LAFAN1_DANCE), "motion_start": 30.0,
-                                              "motion_end": 40.0}})
+    cfg = load_train_config("tiny", {"task": {"motion": str(LAFAN1_DANCE), "motion_start": 30.0, "motion_end": 40.0}})
     with pytest.warns(UserWarning):  # the CSV's rate is assumed (30 fps)
         w = load_motion(cfg, 50.0)
         whole = load(LAFAN1_DANCE, fps=50.0)
@@ -192,8 +210,21 @@ def test_motion_window_of_a_lafan1_clip():
 
 def test_motion_window_runs_and_bad_windows_exit_2(tmp_path, capsys):
     out = tmp_path / "win"
-    p = main_in_process(capsys, "--preset", "tiny", "--motion", "jump", "--motion-start", "1",
-                        "--motion-end", "2", "--budget", "1it", "--out", out)
+    p = main_in_process(
+        capsys,
+        "--preset",
+        "tiny",
+        "--motion",
+        "jump",
+        "--motion-start",
+        "1",
+        "--motion-end",
+        "2",
+        "--budget",
+        "1it",
+        "--out",
+        out,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     from bcg_sim.motion import load
     from bcg_sim.policy import ReferenceTrack
@@ -202,10 +233,13 @@ def test_motion_window_runs_and_bad_windows_exit_2(tmp_path, capsys):
     assert ref.root_pos_w.shape[0] == 51
     np.testing.assert_allclose(ref.root_pos_w, whole.root_pos_w[50:101])
     assert yaml.safe_load((out / "config.yaml").read_text())["task"]["motion_end"] == 2.0
-    for args, needles in ((("--motion-start", "2", "--motion-end", "1"), ("task.motion_end", "after")),
-                          (("--motion-start", "-1"), ("task.motion_start", ">= 0")),
-                          (("--motion-start", "100"), ("outside the clip", "--motion-start")),
-                          (("--motion-start", "1", "--motion-end", "1.1"), ("1-1.1 s", "shorter than horizon 2"))):
-        _assert_bad_input(main_in_process(capsys, "--preset", "tiny", "--motion", "jump", *args, "--out",
-                                          tmp_path / "bad"), *needles)
+    for args, needles in (
+        (("--motion-start", "2", "--motion-end", "1"), ("task.motion_end", "after")),
+        (("--motion-start", "-1"), ("task.motion_start", ">= 0")),
+        (("--motion-start", "100"), ("outside the clip", "--motion-start")),
+        (("--motion-start", "1", "--motion-end", "1.1"), ("1-1.1 s", "shorter than horizon 2")),
+    ):
+        _assert_bad_input(
+            main_in_process(capsys, "--preset", "tiny", "--motion", "jump", *args, "--out", tmp_path / "bad"), *needles
+        )
     _assert_bad_input(main_in_process(capsys, "--resume", out, "--motion-end", "3"), "--motion-end")

@@ -23,8 +23,9 @@ def _hold(tmp_path, reference: str, gains: str):
 
     c = default_contract(reference_name=reference, gains=gains)
     track = None if reference == "stand" else ReferenceTrack.from_motion(load(reference, fps=1.0 / c.control_dt))
-    return load_policy(export_policy(hold_module(c.n_obs), c, tmp_path / f"{reference}-{gains}", ("onnx",),
-                                     reference=track))
+    return load_policy(
+        export_policy(hold_module(c.n_obs), c, tmp_path / f"{reference}-{gains}", ("onnx",), reference=track)
+    )
 
 
 def test_each_world_starts_in_the_reference_state_at_its_own_time(tmp_path):

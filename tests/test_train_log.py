@@ -17,17 +17,22 @@ import pytest
 from bcg_train.config import parse_budget
 from bcg_train.logger import bar_status
 
-EVAL_LINE = re.compile(r"^bcg-train: \[\d+:\d\d, \d+ it, \d+ samples\] eval at iteration \d+: whole clip E_track "
-                       r"[\d.]+ cm, falls \d+% of \d+, survival [\d.]+ s; \d+ windows of [\d.]+ s: [\d.]+ cm, "
-                       r"falls \d+%$")
+EVAL_LINE = re.compile(
+    r"^bcg-train: \[\d+:\d\d, \d+ it, \d+ samples\] eval at iteration \d+: whole clip E_track "
+    r"[\d.]+ cm, falls \d+% of \d+, survival [\d.]+ s; \d+ windows of [\d.]+ s: [\d.]+ cm, "
+    r"falls \d+%$"
+)
 
 
-@pytest.mark.parametrize("budget, at, text", [
-    ("200it", (37, 4736, 83.25), "37/200 it [01:23<06:06, 2.25s/it]"),
-    ("2M", (37, 1_180_000, 83.25), "37 it, 1.18M/2.00M samples [01:23<00:57, 2.25s/it]"),
-    ("30min", (37, 4736, 565.49), "37 it [09:25<20:34, 15.28s/it]"),
-    ("1h", (0, 0, 0.0), "0 it [00:00<?, ?s/it]"),
-])
+@pytest.mark.parametrize(
+    "budget, at, text",
+    [
+        ("200it", (37, 4736, 83.25), "37/200 it [01:23<06:06, 2.25s/it]"),
+        ("2M", (37, 1_180_000, 83.25), "37 it, 1.18M/2.00M samples [01:23<00:57, 2.25s/it]"),
+        ("30min", (37, 4736, 565.49), "37 it [09:25<20:34, 15.28s/it]"),
+        ("1h", (0, 0, 0.0), "0 it [00:00<?, ?s/it]"),
+    ],
+)
 def test_bar_counts_iterations_and_shows_minutes(budget, at, text):
     """The bar's text for each kind of budget: iterations as the count, mm:ss times, never raw seconds."""
     frac, status = bar_status(parse_budget(budget), *at)
@@ -36,9 +41,25 @@ def test_bar_counts_iterations_and_shows_minutes(budget, at, text):
 
 
 def _bcg_train(out, stderr) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "bcg_train", "--preset", "tiny", "--algo", "shac-bcg", "--budget",
-                             "2it", "--out", str(out)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=stderr, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bcg_train",
+            "--preset",
+            "tiny",
+            "--algo",
+            "shac-bcg",
+            "--budget",
+            "2it",
+            "--out",
+            str(out),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 def test_terminal_gets_the_bar_and_a_log_file_gets_lines(tmp_path):
@@ -61,8 +82,11 @@ def test_terminal_gets_the_bar_and_a_log_file_gets_lines(tmp_path):
     frames = [f for f in re.split(r"[\r\n]", screen) if "2/2 it [" in f]
     assert frames, screen[-3000:]
     # the last frame: both iterations, mm:ss elapsed<remaining, and the evaluation before the last iteration
-    assert re.search(r"100%\|.*\| 2/2 it \[\d\d:\d\d<00:00, [\d.]+s/it\], eval [\d.]+cm \d+% falls, batch E "
-                     r"[\d.]+cm", frames[-1]), frames[-1]
+    assert re.search(
+        r"100%\|.*\| 2/2 it \[\d\d:\d\d<00:00, [\d.]+s/it\], eval [\d.]+cm \d+% falls, batch E "
+        r"[\d.]+cm",
+        frames[-1],
+    ), frames[-1]
 
     with open(tmp_path / "train.log", "w") as log:
         assert _bcg_train(tmp_path / "file", log).wait(timeout=600) == 0

@@ -43,8 +43,12 @@ def constant_lr_preset(tmp_path) -> Path:
 
 def test_resume_after_sigterm_matches_an_uninterrupted_run(tmp_path, constant_lr_preset):
     interrupted = tmp_path / "b"
-    p = subprocess.Popen(_cmd("--preset", constant_lr_preset, "--algo", "shac", "--budget", "1000it",
-                              "--out", interrupted), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        _cmd("--preset", constant_lr_preset, "--algo", "shac", "--budget", "1000it", "--out", interrupted),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and p.poll() is None:
         if (interrupted / "metrics.csv").is_file() and len(_rows(interrupted)) >= 2:
@@ -60,8 +64,10 @@ def test_resume_after_sigterm_matches_an_uninterrupted_run(tmp_path, constant_lr
     # the resumed and the uninterrupted run in this process (bcg_train.cli.main, the console script's function)
     assert main(["--resume", str(interrupted), "--budget", f"{total}it"]) == 0
     straight = tmp_path / "a"
-    assert main(["--preset", str(constant_lr_preset), "--algo", "shac", "--budget", f"{total}it",
-                 "--out", str(straight)]) == 0
+    assert (
+        main(["--preset", str(constant_lr_preset), "--algo", "shac", "--budget", f"{total}it", "--out", str(straight)])
+        == 0
+    )
 
     a, b = _rows(straight), _rows(interrupted)
     assert [int(x["iteration"]) for x in b] == list(range(1, total + 1))
@@ -81,8 +87,13 @@ def test_resume_after_sigterm_matches_an_uninterrupted_run(tmp_path, constant_lr
 
 def test_two_process_run_ends_with_identical_weights(tmp_path):
     out = tmp_path / "dp"
-    r = subprocess.run(_cmd("--preset", "tiny", "--algo", "shac", "--procs", 2, "--budget", "2it", "--out", out),
-                       capture_output=True, text=True, timeout=300, env={**os.environ})
+    r = subprocess.run(
+        _cmd("--preset", "tiny", "--algo", "shac", "--procs", 2, "--budget", "2it", "--out", out),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ},
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     a = torch.load(out / "checkpoints" / "last.pt", weights_only=False)
     b = torch.load(out / "checkpoints" / "last.rank1.pt", weights_only=False)
@@ -90,8 +101,9 @@ def test_two_process_run_ends_with_identical_weights(tmp_path):
         for name, t in a["algo"][part].items():
             assert torch.equal(t, b["algo"][part][name]), (part, name)
     # different worlds on the two ranks: they simulated different start frames
-    assert not torch.equal(a["task"]["frame"], b["task"]["frame"]) or \
-        not torch.equal(a["task"]["sim_state"][0], b["task"]["sim_state"][0])
+    assert not torch.equal(a["task"]["frame"], b["task"]["frame"]) or not torch.equal(
+        a["task"]["sim_state"][0], b["task"]["sim_state"][0]
+    )
     rows = _rows(out)
     assert len(rows) == 2 and int(rows[-1]["samples"]) == 2 * 2 * 2  # 2 worlds (1 per rank) x h 2 x 2 its
     assert yaml.safe_load((out / "config.yaml").read_text())["procs"] == 2

@@ -24,8 +24,16 @@ def _trainer(tmp_path, **over) -> Trainer:
     return r
 
 
-QUIET = {"reset_joint_noise": 0.0, "reset_root_vel_noise": 0.0, "reset_root_ang_vel_noise": 0.0, "push_lin_vel": 0.0,
-         "obs_joint_pos": 0.0, "obs_joint_vel": 0.0, "obs_ang_vel": 0.0, "obs_gravity": 0.0}
+QUIET = {
+    "reset_joint_noise": 0.0,
+    "reset_root_vel_noise": 0.0,
+    "reset_root_ang_vel_noise": 0.0,
+    "push_lin_vel": 0.0,
+    "obs_joint_pos": 0.0,
+    "obs_joint_vel": 0.0,
+    "obs_ang_vel": 0.0,
+    "obs_gravity": 0.0,
+}
 
 
 def _snapshot(r: Trainer):
@@ -48,8 +56,7 @@ def _loss(r: Trainer, snap) -> float:
 def test_shac_reduces_its_loss_on_a_fixed_batch(tmp_path):
     # the fixed batch: 2 worlds at their reference start states (reset noise off); with 2 worlds a noisy start
     # can make 6 Adam steps non-monotone, which says nothing about the update itself
-    r = _trainer(tmp_path, shac={"horizon": 3, "critic_iters": 0, "gradvar_every": 0},
-                task={"randomize": QUIET})
+    r = _trainer(tmp_path, shac={"horizon": 3, "critic_iters": 0, "gradvar_every": 0}, task={"randomize": QUIET})
     shac = r.algo
     obs = r.task.observation(r.env.state, r.task.frame, r.task.last_action)
     shac.norm.update(obs)  # sensible statistics, then frozen: the loss is a function of the actor only
@@ -72,7 +79,7 @@ def test_actor_loss_gradient_matches_finite_differences(tmp_path):
     params = list(shac.actor.parameters())
     g = torch.Generator().manual_seed(3)
     direction = [torch.randn(p.shape, generator=g) for p in params]
-    norm = math.sqrt(sum(float((d ** 2).sum()) for d in direction))
+    norm = math.sqrt(sum(float((d**2).sum()) for d in direction))
     direction = [d / norm for d in direction]
 
     _restore(r, snap)
@@ -115,8 +122,10 @@ def test_a_diverged_world_is_cut_out_of_the_update(tmp_path):
             bad.joint_vel[:] = float("nan")  # a diverged world
             r.env.joint_q, r.env.joint_qd = r.env.joint_q.clone(), r.env.joint_qd.clone()
             r.env.reset(torch.tensor([0]), motion=r.task.motion, frames=r.task.frame[:1].cpu(), state=bad)
-        probes = (torch.zeros(r.task.n, 2, shac.actor.head.in_features, requires_grad=True),
-                  torch.zeros(r.task.n, 29, requires_grad=True))
+        probes = (
+            torch.zeros(r.task.n, 2, shac.actor.head.in_features, requires_grad=True),
+            torch.zeros(r.task.n, 29, requires_grad=True),
+        )
         loss, _, log = shac.rollout_loss(probes, update_norm=False)
         loss.backward()
         assert bool(torch.isfinite(loss)) and log["nonfinite"] >= (1 if poison else 0)

@@ -12,8 +12,16 @@ from bcg_train.config import load_train_config
 from bcg_train.dist import Comm
 from bcg_train.runner import Trainer
 
-QUIET = {"reset_joint_noise": 0.0, "reset_root_vel_noise": 0.0, "reset_root_ang_vel_noise": 0.0, "push_lin_vel": 0.0,
-         "obs_joint_pos": 0.0, "obs_joint_vel": 0.0, "obs_ang_vel": 0.0, "obs_gravity": 0.0}
+QUIET = {
+    "reset_joint_noise": 0.0,
+    "reset_root_vel_noise": 0.0,
+    "reset_root_ang_vel_noise": 0.0,
+    "push_lin_vel": 0.0,
+    "obs_joint_pos": 0.0,
+    "obs_joint_vel": 0.0,
+    "obs_ang_vel": 0.0,
+    "obs_gravity": 0.0,
+}
 
 
 def _task(tmp_path, n=2, motion="dance", **task):
@@ -108,7 +116,7 @@ def test_sensor_noise_touches_only_what_the_robot_measures(tmp_path):
     sizes = {item.name: item.size for item in task.contract.observation.layout}
     at, std = 0, {}
     for name, size in sizes.items():
-        std[name] = float(noise[:, at:at + size].std())
+        std[name] = float(noise[:, at : at + size].std())
         at += size
     assert std["joint_pos_rel"] == pytest.approx(0.01, rel=0.05)
     assert std["joint_vel"] == pytest.approx(0.5, rel=0.05)

@@ -65,14 +65,14 @@ class _Records:
         end = self.pos + 9 + size
         if end > len(self.data):
             return None
-        body = self.data[self.pos + 9:end]
+        body = self.data[self.pos + 9 : end]
         self.pos = end
         return op, body
 
 
 def _string(buf: memoryview, pos: int) -> tuple[str, int]:
     (n,) = struct.unpack_from("<I", buf, pos)
-    return bytes(buf[pos + 4:pos + 4 + n]).decode(), pos + 4 + n
+    return bytes(buf[pos + 4 : pos + 4 + n]).decode(), pos + 4 + n
 
 
 def _chunk_records(body: memoryview) -> bytes:
@@ -80,7 +80,7 @@ def _chunk_records(body: memoryview) -> bytes:
     _, _, size, crc = struct.unpack_from("<QQQI", body, 0)
     compression, pos = _string(body, 28)
     (n,) = struct.unpack_from("<Q", body, pos)
-    payload = bytes(body[pos + 8:pos + 8 + n])
+    payload = bytes(body[pos + 8 : pos + 8 + n])
     if len(payload) != n:
         raise ValueError("chunk shorter than its length field")
     if not compression:
@@ -153,8 +153,12 @@ def salvage_sqlite(path: Path) -> Salvage:
         for rowid, values in _leaf_rows(data, page, page_size, usable):
             if len(values) == 6 and all(isinstance(v, str) for v in values[1:]):
                 topics[rowid] = (values[1], values[2])
-            elif (len(values) == 4 and isinstance(values[1], int) and isinstance(values[2], int)
-                  and isinstance(values[3], bytes)):
+            elif (
+                len(values) == 4
+                and isinstance(values[1], int)
+                and isinstance(values[2], int)
+                and isinstance(values[3], bytes)
+            ):
                 rows[rowid] = (values[1], values[2], values[3])
     for rowid in sorted(rows):
         topic_id, ts, cdr = rows[rowid]
@@ -202,11 +206,11 @@ def _leaf_rows(data: bytes, page: int, page_size: int, usable: int):
 def _payload(data: bytes, pos: int, size: int, page_size: int, usable: int) -> bytes | None:
     """The payload of a cell, following its overflow pages; None when one of them is missing."""
     if size <= usable - 35:
-        return data[pos:pos + size]
+        return data[pos : pos + size]
     m = (usable - 12) * 32 // 255 - 23
     local = m + (size - m) % (usable - 4)
     local = local if local <= usable - 35 else m
-    parts = [data[pos:pos + local]]
+    parts = [data[pos : pos + local]]
     (nxt,) = struct.unpack_from(">I", data, pos + local)
     remaining = size - local
     while remaining > 0:
@@ -215,7 +219,7 @@ def _payload(data: bytes, pos: int, size: int, page_size: int, usable: int) -> b
             return None
         (nxt,) = struct.unpack_from(">I", data, start)
         take = min(remaining, usable - 4)
-        parts.append(data[start + 4:start + 4 + take])
+        parts.append(data[start + 4 : start + 4 + take])
         remaining -= take
     return b"".join(parts)
 
@@ -236,14 +240,14 @@ def _record(payload: bytes) -> list:
             values.append(None if t == 0 else t - 8)
         elif t in _INT_SIZES:
             n = _INT_SIZES[t]
-            values.append(int.from_bytes(payload[body:body + n], "big", signed=True))
+            values.append(int.from_bytes(payload[body : body + n], "big", signed=True))
             body += n
         elif t == 7:
             values.append(struct.unpack_from(">d", payload, body)[0])
             body += 8
         elif t >= 12:
             n = (t - 12) // 2 if t % 2 == 0 else (t - 13) // 2
-            raw = payload[body:body + n]
+            raw = payload[body : body + n]
             if len(raw) != n:
                 raise ValueError("record shorter than its header says")
             values.append(raw if t % 2 == 0 else raw.decode())

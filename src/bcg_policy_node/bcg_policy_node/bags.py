@@ -47,16 +47,28 @@ from bcg_sim.config import checker, load_config
 # What a deployment bag holds: robot I/O, joint states for rviz, diagnostics, the policy's reference, its
 # mode transitions and (sim only) ground truth. Topics absent from the graph are simply not recorded.
 # /policy_node/transitions marks the RUN segments that `bcg-replay --check-policy` re-runs.
-DEFAULT_TOPICS: tuple[str, ...] = ("/lowstate", "/lowcmd", "/joint_states", "/diagnostics",
-                                   "/reference/joint_states", "/reference/root_pose", "/policy_node/transitions",
-                                   "/sim/ground_truth")
+DEFAULT_TOPICS: tuple[str, ...] = (
+    "/lowstate",
+    "/lowcmd",
+    "/joint_states",
+    "/diagnostics",
+    "/reference/joint_states",
+    "/reference/root_pose",
+    "/policy_node/transitions",
+    "/sim/ground_truth",
+)
 # The one type each deploy topic may carry: a bag with another type there is refused (replay would publish
 # it onto the robot's topic, --check-policy would decode garbage).
 TOPIC_TYPES: dict[str, str] = {
-    "/lowstate": "unitree_hg/msg/LowState", "/lowcmd": "unitree_hg/msg/LowCmd",
-    "/joint_states": "sensor_msgs/msg/JointState", "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",
-    "/reference/joint_states": "sensor_msgs/msg/JointState", "/reference/root_pose": "geometry_msgs/msg/PoseStamped",
-    "/policy_node/transitions": "std_msgs/msg/String", "/sim/ground_truth": "geometry_msgs/msg/PoseStamped"}
+    "/lowstate": "unitree_hg/msg/LowState",
+    "/lowcmd": "unitree_hg/msg/LowCmd",
+    "/joint_states": "sensor_msgs/msg/JointState",
+    "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",
+    "/reference/joint_states": "sensor_msgs/msg/JointState",
+    "/reference/root_pose": "geometry_msgs/msg/PoseStamped",
+    "/policy_node/transitions": "std_msgs/msg/String",
+    "/sim/ground_truth": "geometry_msgs/msg/PoseStamped",
+}
 
 UNITREE_HG_MESSAGES = ("MotorCmd", "MotorState", "IMUState", "LowCmd", "LowState")
 METADATA_FILE = "metadata.yaml"
@@ -91,8 +103,10 @@ def check_topic_types(path: str | os.PathLike, topics: dict[str, str]) -> None:
     for topic, msgtype in topics.items():
         want = TOPIC_TYPES.get(topic)
         if want is not None and msgtype != want:
-            raise BagError(f"bag {path}: topic {topic} holds {msgtype}, expected {want}; not a bcg deployment "
-                           "bag (or recorded from another robot's software)")
+            raise BagError(
+                f"bag {path}: topic {topic} holds {msgtype}, expected {want}; not a bcg deployment "
+                "bag (or recorded from another robot's software)"
+            )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -167,19 +181,39 @@ def write_metadata(folder: Path, files: Sequence[FileInfo], topics: dict[str, st
     start = min((f.start_ns for f in files), default=0)
     end = max((f.end_ns for f in files), default=0)
     info = {
-        "version": ROSBAG2_VERSION, "storage_identifier": "mcap",
+        "version": ROSBAG2_VERSION,
+        "storage_identifier": "mcap",
         "relative_file_paths": [f.name for f in files],
-        "duration": {"nanoseconds": max(0, end - start)}, "starting_time": {"nanoseconds_since_epoch": start},
+        "duration": {"nanoseconds": max(0, end - start)},
+        "starting_time": {"nanoseconds_since_epoch": start},
         "message_count": sum(counts.values()),
         "topics_with_message_count": [
-            {"topic_metadata": {"name": t, "type": m, "serialization_format": "cdr", "offered_qos_profiles": [],
-                                "type_description_hash": _definition(m)[1]},
-             "message_count": counts[t]} for t, m in topics.items()],
-        "compression_format": "", "compression_mode": "",
-        "files": [{"path": f.name, "starting_time": {"nanoseconds_since_epoch": f.start_ns},
-                   "duration": {"nanoseconds": max(0, f.end_ns - f.start_ns)}, "message_count": f.count}
-                  for f in files],
-        "custom_data": None, "ros_distro": "rosbags"}
+            {
+                "topic_metadata": {
+                    "name": t,
+                    "type": m,
+                    "serialization_format": "cdr",
+                    "offered_qos_profiles": [],
+                    "type_description_hash": _definition(m)[1],
+                },
+                "message_count": counts[t],
+            }
+            for t, m in topics.items()
+        ],
+        "compression_format": "",
+        "compression_mode": "",
+        "files": [
+            {
+                "path": f.name,
+                "starting_time": {"nanoseconds_since_epoch": f.start_ns},
+                "duration": {"nanoseconds": max(0, f.end_ns - f.start_ns)},
+                "message_count": f.count,
+            }
+            for f in files
+        ],
+        "custom_data": None,
+        "ros_distro": "rosbags",
+    }
     tmp = folder / (METADATA_FILE + ".tmp")
     tmp.write_text(yaml.safe_dump({"rosbag2_bagfile_information": info}, sort_keys=False))
     os.replace(tmp, folder / METADATA_FILE)
@@ -260,8 +294,9 @@ class BagWriter:
         self.maybe_split()
 
     def _start_file(self) -> None:
-        self._writer = Writer(part_dir(self.path, self._index), version=ROSBAG2_VERSION,
-                              storage_plugin=StoragePlugin.MCAP)
+        self._writer = Writer(
+            part_dir(self.path, self._index), version=ROSBAG2_VERSION, storage_plugin=StoragePlugin.MCAP
+        )
         self._writer.open()
         self._open = FileInfo(file_name(self.path, self._index), {}, 2**63 - 1, 0)
         self._conns = {}
@@ -321,8 +356,14 @@ class BagRecorder(Node):
     """Records `topics` to a split rosbag2 MCAP bag at `path`; a topic is subscribed once the graph knows its
     type. Call `close()` before exiting to keep the last split_s too; a crash loses at most that much."""
 
-    def __init__(self, path: str | os.PathLike, topics: Sequence[str] = DEFAULT_TOPICS,
-                 name: str = "bag_recorder", config: BagConfig | None = None, **node_kwargs) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        topics: Sequence[str] = DEFAULT_TOPICS,
+        name: str = "bag_recorder",
+        config: BagConfig | None = None,
+        **node_kwargs,
+    ) -> None:
         super().__init__(name, **node_kwargs)
         self.cfg = config or load_bag_config()
         self.bag = BagWriter(path, self.cfg.split_s)
@@ -344,8 +385,12 @@ class BagRecorder(Node):
             msgtype = graph[topic][0]
             self.bag.add_topic(topic, msgtype)
             self._subs[topic] = self.create_subscription(
-                message_class(msgtype), topic, lambda raw, t=topic: self._on_message(t, raw),
-                self.cfg.queue_depth, raw=True)
+                message_class(msgtype),
+                topic,
+                lambda raw, t=topic: self._on_message(t, raw),
+                self.cfg.queue_depth,
+                raw=True,
+            )
             self.get_logger().info(f"recording {topic} [{msgtype}]")
 
     def _on_message(self, topic: str, raw: bytes) -> None:
@@ -373,14 +418,18 @@ def _open_reader(path: Path) -> Reader:
     if not path.exists():
         raise BagError(f"bag {path} does not exist")
     if path.is_dir() and not (path / METADATA_FILE).is_file():
-        raise BagError(f"bag {path} has no {METADATA_FILE}: the recording was not closed cleanly "
-                       f"(recorder killed?); rebuild it with `bcg-replay --recover {path}`")
+        raise BagError(
+            f"bag {path} has no {METADATA_FILE}: the recording was not closed cleanly "
+            f"(recorder killed?); rebuild it with `bcg-replay --recover {path}`"
+        )
     reader = Reader(path)
     try:
         reader.open()
     except (ReaderError, OSError, ValueError, KeyError) as exc:
-        raise BagError(f"bag {path} is truncated or corrupt, cannot open it: {exc}; "
-                       f"`bcg-replay --recover {path}` rebuilds what it still holds") from exc
+        raise BagError(
+            f"bag {path} is truncated or corrupt, cannot open it: {exc}; "
+            f"`bcg-replay --recover {path}` rebuilds what it still holds"
+        ) from exc
     return reader
 
 
@@ -404,8 +453,9 @@ def read_bag(path: str | os.PathLike, topics: Sequence[str] | None = None) -> It
         conns = [c for c in reader.connections if topics is None or c.topic in topics]
         missing = set(topics or ()) - {c.topic for c in conns}
         if missing:
-            raise BagError(f"bag {path} has no topic(s) {sorted(missing)}; it has "
-                           f"{sorted(c.topic for c in reader.connections)}")
+            raise BagError(
+                f"bag {path} has no topic(s) {sorted(missing)}; it has {sorted(c.topic for c in reader.connections)}"
+            )
         expected = sum(c.msgcount for c in conns)
         n = 0
         try:
@@ -415,9 +465,11 @@ def read_bag(path: str | os.PathLike, topics: Sequence[str] | None = None) -> It
         except BagError:
             raise
         except Exception as exc:  # noqa: BLE001 - rosbags/mcap raise many types on damaged files
-            raise BagError(f"bag {path} is truncated or corrupt after {n} of {expected} messages: "
-                           f"{type(exc).__name__}: {exc}; `bcg-replay --recover {path}` rebuilds what it "
-                           "still holds") from exc
+            raise BagError(
+                f"bag {path} is truncated or corrupt after {n} of {expected} messages: "
+                f"{type(exc).__name__}: {exc}; `bcg-replay --recover {path}` rebuilds what it "
+                "still holds"
+            ) from exc
         if n != expected:
             raise BagError(f"bag {path} is truncated: read {n} messages, its metadata lists {expected}")
     finally:
@@ -433,8 +485,10 @@ def deserialize(msg: BagMessage):
     except BagError:
         raise
     except Exception as exc:  # noqa: BLE001 - rclpy raises several types on malformed CDR
-        raise BagError(f"a {msg.msgtype} message on {msg.topic} at {msg.timestamp_ns} ns cannot be decoded: "
-                       f"{type(exc).__name__}: {exc}") from exc
+        raise BagError(
+            f"a {msg.msgtype} message on {msg.topic} at {msg.timestamp_ns} ns cannot be decoded: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -446,14 +500,25 @@ def record_main(argv: list[str] | None = None) -> int:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    ap = argparse.ArgumentParser(prog="bcg-record", description="Record deploy topics to a split rosbag2 MCAP bag "
-                                 "that survives a crash (a file closed every split_s; bcg-replay --recover).")
+    ap = argparse.ArgumentParser(
+        prog="bcg-record",
+        description="Record deploy topics to a split rosbag2 MCAP bag "
+        "that survives a crash (a file closed every split_s; bcg-replay --recover).",
+    )
     ap.add_argument("bag", help="new bag folder to write")
-    ap.add_argument("--topics", nargs="+", default=list(DEFAULT_TOPICS),
-                    help=f"topics to record (default: {' '.join(DEFAULT_TOPICS)})")
+    ap.add_argument(
+        "--topics",
+        nargs="+",
+        default=list(DEFAULT_TOPICS),
+        help=f"topics to record (default: {' '.join(DEFAULT_TOPICS)})",
+    )
     ap.add_argument("--duration", type=float, default=None, help="stop after S seconds (default: until a signal)")
-    ap.add_argument("--split-s", type=float, default=None,
-                    help="close a file this often [s]; the most a crash loses (default: split_s of config/bags.yaml)")
+    ap.add_argument(
+        "--split-s",
+        type=float,
+        default=None,
+        help="close a file this often [s]; the most a crash loses (default: split_s of config/bags.yaml)",
+    )
     args = ap.parse_args(argv)
     stop = []
     for sig in (signal.SIGINT, signal.SIGTERM):

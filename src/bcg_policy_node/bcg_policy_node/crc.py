@@ -63,8 +63,7 @@ def pack_lowstate(msg) -> bytes:
     vals += list(imu.quaternion) + list(imu.gyroscope) + list(imu.accelerometer) + list(imu.rpy)
     vals += [imu.temperature]
     for m in msg.motor_state:
-        vals += [m.mode, m.q, m.dq, m.ddq, m.tau_est, *m.temperature, m.vol, *m.sensor, m.motorstate,
-                 *m.reserve]
+        vals += [m.mode, m.q, m.dq, m.ddq, m.tau_est, *m.temperature, m.vol, *m.sensor, m.motorstate, *m.reserve]
     vals += list(msg.wireless_remote) + list(msg.reserve) + [msg.crc]
     return struct.pack(_LOWSTATE_FMT, *vals)
 

@@ -35,8 +35,24 @@ REMOTE_SIZE = 40  # bytes of LowState.wireless_remote
 # --- wireless remote (Unitree xRockerBtnDataStruct, 40 bytes, little-endian) -------------------------
 # bytes 0-1 head, 2-3 button bitfield (uint16, bit i = BUTTONS[i]), then float32 lx, rx, ry, L2, ly
 # at bytes 4, 8, 12, 16, 20; bytes 24-39 idle. Sticks are in [-1, 1], L2 analog in [0, 1].
-BUTTONS: tuple[str, ...] = ("R1", "L1", "start", "select", "R2", "L2", "F1", "F3",
-                            "A", "B", "X", "Y", "up", "right", "down", "left")
+BUTTONS: tuple[str, ...] = (
+    "R1",
+    "L1",
+    "start",
+    "select",
+    "R2",
+    "L2",
+    "F1",
+    "F3",
+    "A",
+    "B",
+    "X",
+    "Y",
+    "up",
+    "right",
+    "down",
+    "left",
+)
 _REMOTE_FMT = "<2BH5f16x"
 assert struct.calcsize(_REMOTE_FMT) == REMOTE_SIZE
 
@@ -72,8 +88,9 @@ def decode_remote(data: Sequence[int] | bytes | np.ndarray) -> RemoteState:
     return RemoteState(pressed, *f)
 
 
-def encode_remote(buttons: Iterable[str] = (), lx: float = 0.0, rx: float = 0.0, ry: float = 0.0,
-                  ly: float = 0.0, l2: float = 0.0) -> bytes:
+def encode_remote(
+    buttons: Iterable[str] = (), lx: float = 0.0, rx: float = 0.0, ry: float = 0.0, ly: float = 0.0, l2: float = 0.0
+) -> bytes:
     """RemoteState fields -> the 40 wireless_remote bytes (for the sim bridge, a keyboard, tests)."""
     bits = 0
     for name in buttons:
@@ -131,8 +148,17 @@ def lowstate_to_state(msg: LowState, check_crc: bool = True) -> RobotState:
             raise BadMessage(f"LowState crc mismatch: field 0x{msg.crc:08x}, computed 0x{crc:08x}")
     motors = msg.motor_state[:NUM_JOINTS]
     m = np.array([(s.q, s.dq, s.ddq, s.tau_est) for s in motors], dtype=np.float64)  # [29, 4]
-    return _robot_state(m, imu.quaternion, imu.gyroscope, imu.accelerometer, imu.rpy, msg.mode_machine,
-                        msg.mode_pr, msg.tick, msg.wireless_remote)
+    return _robot_state(
+        m,
+        imu.quaternion,
+        imu.gyroscope,
+        imu.accelerometer,
+        imu.rpy,
+        msg.mode_machine,
+        msg.mode_pr,
+        msg.tick,
+        msg.wireless_remote,
+    )
 
 
 def _robot_state(motors, quat, gyro, acc, rpy, mode_machine, mode_pr, tick, remote) -> RobotState:
@@ -140,9 +166,14 @@ def _robot_state(motors, quat, gyro, acc, rpy, mode_machine, mode_pr, tick, remo
     m = np.array(motors, dtype=np.float64)
     imu = np.concatenate([np.asarray(v, dtype=np.float64) for v in (quat, gyro, acc, rpy)])  # [13]
     if not (np.isfinite(m[:, [0, 1, 3]]).all() and np.isfinite(imu[:10]).all()):  # rare: say where
-        for name, x in (("motor_state[:29].q", m[:, 0]), ("motor_state[:29].dq", m[:, 1]),
-                        ("motor_state[:29].tau_est", m[:, 3]), ("imu_state.quaternion", imu[0:4]),
-                        ("imu_state.gyroscope", imu[4:7]), ("imu_state.accelerometer", imu[7:10])):
+        for name, x in (
+            ("motor_state[:29].q", m[:, 0]),
+            ("motor_state[:29].dq", m[:, 1]),
+            ("motor_state[:29].tau_est", m[:, 3]),
+            ("imu_state.quaternion", imu[0:4]),
+            ("imu_state.gyroscope", imu[4:7]),
+            ("imu_state.accelerometer", imu[7:10]),
+        ):
             _finite(name, x)
     q = imu[0:4]
     norm = math.sqrt(float(q @ q))
@@ -150,12 +181,17 @@ def _robot_state(motors, quat, gyro, acc, rpy, mode_machine, mode_pr, tick, remo
         raise BadMessage(f"imu_state.quaternion has norm {norm:.3f}, expected 1")
     ddq, rpy = m[:, 2], imu[10:13]
     return RobotState(
-        joint_pos=m[:, 0], joint_vel=m[:, 1],
+        joint_pos=m[:, 0],
+        joint_vel=m[:, 1],
         joint_acc=ddq if np.isfinite(ddq).all() else np.nan_to_num(ddq),  # not used for control
         joint_tau=m[:, 3],
-        base_quat_w=q / norm, base_ang_vel_b=imu[4:7], base_lin_acc_b=imu[7:10],
+        base_quat_w=q / norm,
+        base_ang_vel_b=imu[4:7],
+        base_lin_acc_b=imu[7:10],
         base_rpy=rpy if np.isfinite(rpy).all() else np.nan_to_num(rpy),
-        mode_machine=int(mode_machine), mode_pr=int(mode_pr), tick=int(tick),
+        mode_machine=int(mode_machine),
+        mode_pr=int(mode_pr),
+        tick=int(tick),
         remote=decode_remote(remote),
     )
 
@@ -196,35 +232,47 @@ def lowstate_cdr_to_state(data: bytes, check_crc: bool = True) -> RobotState:
     same checks as lowstate_to_state. Raises BadMessage on a wrong size or encoding, CRC mismatch,
     non-finite joint/IMU values or a non-unit quaternion."""
     if len(data) < 4 + _CDR_SIZE or tuple(data[:2]) != _CDR_HEADER_LE:
-        raise BadMessage(f"serialized LowState of {len(data)} bytes with encapsulation {bytes(data[:2]).hex()}, "
-                         f"expected {4 + _CDR_SIZE} bytes of little-endian CDR")
+        raise BadMessage(
+            f"serialized LowState of {len(data)} bytes with encapsulation {bytes(data[:2]).hex()}, "
+            f"expected {4 + _CDR_SIZE} bytes of little-endian CDR"
+        )
     p = np.frombuffer(data, dtype=np.uint8, count=_CDR_SIZE, offset=4)
-    crc_field = int(p[_CDR_SIZE - 4:].view("<u4")[0])
+    crc_field = int(p[_CDR_SIZE - 4 :].view("<u4")[0])
     if check_crc:
         c = np.append(p, np.uint8(0))[_CDR_TO_C].tobytes()
         crc = crc32_mpeg2_words(c)
         if crc != crc_field:
             raise BadMessage(f"LowState crc mismatch: field 0x{crc_field:08x}, computed 0x{crc:08x}")
     buf = p.data
-    motors = np.ndarray((NUM_JOINTS, 4), dtype="<f4", buffer=buf, offset=_CDR_MOTOR0,
-                        strides=(_CDR_MOTOR_STRIDE, 4))
+    motors = np.ndarray((NUM_JOINTS, 4), dtype="<f4", buffer=buf, offset=_CDR_MOTOR0, strides=(_CDR_MOTOR_STRIDE, 4))
     imu = np.ndarray(13, dtype="<f4", buffer=buf, offset=16)
-    return _robot_state(motors, imu[0:4], imu[4:7], imu[7:10], imu[10:13], p[9], p[8],
-                        p[12:16].view("<u4")[0], p[_CDR_REMOTE:_CDR_REMOTE + REMOTE_SIZE].tobytes())
+    return _robot_state(
+        motors,
+        imu[0:4],
+        imu[4:7],
+        imu[7:10],
+        imu[10:13],
+        p[9],
+        p[8],
+        p[12:16].view("<u4")[0],
+        p[_CDR_REMOTE : _CDR_REMOTE + REMOTE_SIZE].tobytes(),
+    )
 
 
 # --- numpy targets -> LowCmd (policy node) ----------------------------------------------------------
 def _vec(name: str, x, default: float = 0.0) -> np.ndarray:
     """[29] float64 from an array, a scalar or None (-> default)."""
-    a = np.full(NUM_JOINTS, default, dtype=np.float64) if x is None else np.broadcast_to(
-        np.asarray(x, dtype=np.float64), (NUM_JOINTS,))
+    a = (
+        np.full(NUM_JOINTS, default, dtype=np.float64)
+        if x is None
+        else np.broadcast_to(np.asarray(x, dtype=np.float64), (NUM_JOINTS,))
+    )
     if not np.all(np.isfinite(a)):
         raise ValueError(f"{name} has non-finite values; refusing to command the robot with them")
     return a
 
 
-def fill_lowcmd(msg: LowCmd, q, kp, kd, dq=None, tau=None, *, mode_machine: int,
-                mode_pr: int = MODE_PR) -> LowCmd:
+def fill_lowcmd(msg: LowCmd, q, kp, kd, dq=None, tau=None, *, mode_machine: int, mode_pr: int = MODE_PR) -> LowCmd:
     """Write joint targets into `msg` (in place) and set its CRC.
 
     q [29] rad, kp [29] N m/rad, kd [29] N m s/rad, dq [29] rad/s (default 0), tau [29] N m feed-forward
@@ -286,16 +334,23 @@ def lowcmd_to_command(msg: LowCmd, check_crc: bool = True) -> MotorCommand:
         crc = lowcmd_crc(msg)
         if crc != msg.crc:
             raise BadMessage(f"LowCmd crc mismatch: field 0x{msg.crc:08x}, computed 0x{crc:08x}")
-    m = np.array([(c.q, c.dq, c.tau, c.kp, c.kd, c.mode) for c in msg.motor_cmd[:NUM_JOINTS]],
-                 dtype=np.float64)  # [29, 6]
+    m = np.array(
+        [(c.q, c.dq, c.tau, c.kp, c.kd, c.mode) for c in msg.motor_cmd[:NUM_JOINTS]], dtype=np.float64
+    )  # [29, 6]
     _finite("motor_cmd[:29]", m)
-    return MotorCommand(q=m[:, 0], dq=m[:, 1], tau=m[:, 2], kp=m[:, 3], kd=m[:, 4],
-                        mode=m[:, 5].astype(np.uint8), mode_machine=int(msg.mode_machine),
-                        mode_pr=int(msg.mode_pr))
+    return MotorCommand(
+        q=m[:, 0],
+        dq=m[:, 1],
+        tau=m[:, 2],
+        kp=m[:, 3],
+        kd=m[:, 4],
+        mode=m[:, 5].astype(np.uint8),
+        mode_machine=int(msg.mode_machine),
+        mode_pr=int(msg.mode_pr),
+    )
 
 
-def pd_torque(cmd: MotorCommand, q: np.ndarray, dq: np.ndarray,
-              effort_limit: np.ndarray | None = None) -> np.ndarray:
+def pd_torque(cmd: MotorCommand, q: np.ndarray, dq: np.ndarray, effort_limit: np.ndarray | None = None) -> np.ndarray:
     """Joint torque [29] N m the motors produce for `cmd` at measured q, dq [29]:
     tau_ff + kp (q_des - q) + kd (dq_des - dq), zero for disabled motors, clipped to +-effort_limit."""
     tau = cmd.tau + cmd.kp * (cmd.q - q) + cmd.kd * (cmd.dq - dq)
@@ -315,9 +370,21 @@ def _rpy_from_quat(q: np.ndarray) -> np.ndarray:
     return np.array([roll, pitch, yaw])
 
 
-def fill_lowstate(msg: LowState, q, dq, base_quat_w, base_ang_vel_b, base_lin_acc_b=None, tau_est=None,
-                  ddq=None, *, mode_machine: int = 0, mode_pr: int = MODE_PR, tick: int = 0,
-                  wireless_remote: bytes | Sequence[int] | None = None) -> LowState:
+def fill_lowstate(
+    msg: LowState,
+    q,
+    dq,
+    base_quat_w,
+    base_ang_vel_b,
+    base_lin_acc_b=None,
+    tau_est=None,
+    ddq=None,
+    *,
+    mode_machine: int = 0,
+    mode_pr: int = MODE_PR,
+    tick: int = 0,
+    wireless_remote: bytes | Sequence[int] | None = None,
+) -> LowState:
     """Write a (simulated) robot state into `msg` (in place) and set its CRC.
 
     q, dq, ddq, tau_est [29] (rad, rad/s, rad/s^2, N m); base_quat_w [4] w x y z; base_ang_vel_b [3]
@@ -335,8 +402,13 @@ def fill_lowstate(msg: LowState, q, dq, base_quat_w, base_ang_vel_b, base_lin_ac
     imu.rpy = _rpy_from_quat(quat).astype(np.float32)
     msg.mode_pr, msg.mode_machine, msg.tick = int(mode_pr), int(mode_machine), int(tick) & 0xFFFFFFFF
     for i, s in enumerate(msg.motor_state[:NUM_JOINTS]):
-        s.mode, s.q, s.dq, s.ddq, s.tau_est = MOTOR_MODE_ENABLE, float(q[i]), float(dq[i]), float(ddq[i]), \
-            float(tau_est[i])
+        s.mode, s.q, s.dq, s.ddq, s.tau_est = (
+            MOTOR_MODE_ENABLE,
+            float(q[i]),
+            float(dq[i]),
+            float(ddq[i]),
+            float(tau_est[i]),
+        )
     remote = encode_remote() if wireless_remote is None else bytes(bytearray(wireless_remote))  # any int seq
     if len(remote) != REMOTE_SIZE:
         raise ValueError(f"wireless_remote must be {REMOTE_SIZE} bytes, got {len(remote)}")
@@ -345,7 +417,6 @@ def fill_lowstate(msg: LowState, q, dq, base_quat_w, base_ang_vel_b, base_lin_ac
     return msg
 
 
-def make_lowstate(q, dq, base_quat_w, base_ang_vel_b, base_lin_acc_b=None, tau_est=None, ddq=None,
-                  **kw) -> LowState:
+def make_lowstate(q, dq, base_quat_w, base_ang_vel_b, base_lin_acc_b=None, tau_est=None, ddq=None, **kw) -> LowState:
     """A new LowState with this state and a correct CRC (see fill_lowstate)."""
     return fill_lowstate(LowState(), q, dq, base_quat_w, base_ang_vel_b, base_lin_acc_b, tau_est, ddq, **kw)

@@ -43,9 +43,15 @@ class LoopStats:
 
         p50, p99, pmax = pct(self.period, [50, 99, 100])
         (c99,), (pol99,) = pct(self.compute, [99]), pct(self.policy, [99])
-        return {"period_p50_ms": float(p50), "period_p99_ms": float(p99), "period_max_ms": float(pmax),
-                "compute_p99_ms": float(c99), "policy_p99_ms": float(pol99), "overruns": float(self.overruns),
-                "fallback_ticks": float(self.fallback_ticks)}
+        return {
+            "period_p50_ms": float(p50),
+            "period_p99_ms": float(p99),
+            "period_max_ms": float(pmax),
+            "compute_p99_ms": float(c99),
+            "policy_p99_ms": float(pol99),
+            "overruns": float(self.overruns),
+            "fallback_ticks": float(self.fallback_ticks),
+        }
 
 
 class GcMonitor:
@@ -75,9 +81,11 @@ class GcMonitor:
             gc.callbacks.remove(self._callback)
 
     def summary(self) -> dict[str, str]:
-        return {"gc_collections": "/".join(map(str, self.collections)),  # generations 0/1/2
-                "gc_pause_max_ms": f"{1e3 * self.pause_max_s:.3f}",
-                "gc_frozen_objects": str(self.frozen)}
+        return {
+            "gc_collections": "/".join(map(str, self.collections)),  # generations 0/1/2
+            "gc_pause_max_ms": f"{1e3 * self.pause_max_s:.3f}",
+            "gc_frozen_objects": str(self.frozen),
+        }
 
 
 class SourceMonitor:
@@ -94,8 +102,7 @@ class SourceMonitor:
         cause = None
         if self.mode_machine is not None and state.mode_machine != self.mode_machine:
             self.counts["mode_machine_changes"] += 1
-            cause = (f"mode_machine changed {self.mode_machine} -> {state.mode_machine} "
-                     "(a second /lowstate publisher?)")
+            cause = f"mode_machine changed {self.mode_machine} -> {state.mode_machine} (a second /lowstate publisher?)"
         elif self.tick is not None and state.tick <= self.tick:
             self.counts["tick_regressions"] += 1
             cause = f"LowState tick did not increase ({self.tick} -> {state.tick})"

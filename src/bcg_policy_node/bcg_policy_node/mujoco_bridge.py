@@ -100,13 +100,30 @@ class BridgeConfig:
         need(self.variant in VARIANTS, "variant", f"must be one of {sorted(VARIANTS)}, got {self.variant!r}")
         need(0 < self.physics_dt <= 0.005, "physics_dt", f"must be in (0, 0.005] s, got {self.physics_dt}")
         steps = 1.0 / (self.lowstate_rate_hz * self.physics_dt) if self.lowstate_rate_hz > 0 else 0.5
-        need(abs(steps - round(steps)) < 1e-6, "lowstate_rate_hz", f"must be > 0 with a period of a whole number "
-             f"of physics steps; got {self.lowstate_rate_hz} Hz with physics_dt {self.physics_dt} s")
-        need(self.start_pose in get_args(StartPose), "start_pose",
-             f"must be one of {get_args(StartPose)}, got {self.start_pose!r}")
-        for name in ("noise_q_std", "noise_dq_std", "noise_gyro_std", "noise_acc_std",
-                     "state_latency_s", "cmd_latency_s", "ground_truth_rate_hz", "remote_press_s",
-                     "lockstep_timeout_s", "start_joint_noise", "start_root_vel_noise"):
+        need(
+            abs(steps - round(steps)) < 1e-6,
+            "lowstate_rate_hz",
+            f"must be > 0 with a period of a whole number "
+            f"of physics steps; got {self.lowstate_rate_hz} Hz with physics_dt {self.physics_dt} s",
+        )
+        need(
+            self.start_pose in get_args(StartPose),
+            "start_pose",
+            f"must be one of {get_args(StartPose)}, got {self.start_pose!r}",
+        )
+        for name in (
+            "noise_q_std",
+            "noise_dq_std",
+            "noise_gyro_std",
+            "noise_acc_std",
+            "state_latency_s",
+            "cmd_latency_s",
+            "ground_truth_rate_hz",
+            "remote_press_s",
+            "lockstep_timeout_s",
+            "start_joint_noise",
+            "start_root_vel_noise",
+        ):
             need(getattr(self, name) >= 0, name, f"must be >= 0, got {getattr(self, name)}")
         need(self.max_catchup_steps >= 1, "max_catchup_steps", f"must be >= 1, got {self.max_catchup_steps}")
 
@@ -181,8 +198,9 @@ class G1Sim:
         jids = [self._id(mujoco.mjtObj.mjOBJ_JOINT, j.mjcf_name) for j in self.joints]
         self.qadr = np.array([m.jnt_qposadr[i] for i in jids])
         self.vadr = np.array([m.jnt_dofadr[i] for i in jids])
-        act_of_joint = {int(m.actuator_trnid[a, 0]): a for a in range(m.nu)
-                        if m.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT}
+        act_of_joint = {
+            int(m.actuator_trnid[a, 0]): a for a in range(m.nu) if m.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT
+        }
         missing = [j.mjcf_name for j, i in zip(self.joints, jids) if i not in act_of_joint]
         if missing:
             raise ValueError(f"G1 model has no actuator for joints {missing}")
@@ -190,8 +208,10 @@ class G1Sim:
         for a in self.act:
             # ctrl must be torque: gain 1, no bias (a position actuator would add its own PD).
             if m.actuator_biastype[a] != mujoco.mjtBias.mjBIAS_NONE or m.actuator_gainprm[a, 0] != 1.0:
-                raise ValueError(f"actuator {mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, a)!r} "
-                                 "is not a torque motor (gain 1, no bias)")
+                raise ValueError(
+                    f"actuator {mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, a)!r} "
+                    "is not a torque motor (gain 1, no bias)"
+                )
 
     # -- pose ----------------------------------------------------------------------------------------
 
@@ -217,7 +237,7 @@ class G1Sim:
         for _ in range(2000):
             d.qpos[2] = z
             mujoco.mj_forward(m, d)
-            ground = [c for c in d.contact[:d.ncon] if world_geom[c.geom1] or world_geom[c.geom2]]
+            ground = [c for c in d.contact[: d.ncon] if world_geom[c.geom1] or world_geom[c.geom2]]
             if not any(c.dist < 0 for c in ground):
                 return z + 0.002
             z += 0.001
@@ -282,9 +302,16 @@ class G1Sim:
         mujoco.mj_objectAcceleration(m, d, mujoco.mjtObj.mjOBJ_SITE, self.imu_site, acc, 1)
         quat = np.zeros(4)
         mujoco.mju_mat2Quat(quat, d.site_xmat[self.imu_site])
-        return SimState(time=d.time, q=d.qpos[self.qadr].copy(), dq=d.qvel[self.vadr].copy(),
-                        ddq=d.qacc[self.vadr].copy(), tau=self.tau.copy(), quat=quat,
-                        gyro=vel[:3].copy(), acc=acc[3:].copy())
+        return SimState(
+            time=d.time,
+            q=d.qpos[self.qadr].copy(),
+            dq=d.qvel[self.vadr].copy(),
+            ddq=d.qacc[self.vadr].copy(),
+            tau=self.tau.copy(),
+            quat=quat,
+            gyro=vel[:3].copy(),
+            acc=acc[3:].copy(),
+        )
 
     def pelvis_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """Pelvis position [3] m and orientation [4] w x y z, world frame (z up)."""
@@ -294,8 +321,6 @@ class G1Sim:
         if list(names) == ["*"]:
             return list(range(1, self.model.nbody))
         return [self._id(mujoco.mjtObj.mjOBJ_BODY, n) for n in names]
-
-
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -320,8 +345,9 @@ class MujocoBridge(Node):
 
     def __init__(self, name: str = "mujoco_bridge", **node_kwargs) -> None:
         super().__init__(name, automatically_declare_parameters_from_overrides=True, **node_kwargs)
-        self.cfg = startup.config_from_node(self, BridgeConfig,
-                                            "pass --ros-args --params-file config/mujoco_bridge.yaml")
+        self.cfg = startup.config_from_node(
+            self, BridgeConfig, "pass --ros-args --params-file config/mujoco_bridge.yaml"
+        )
         self.sim = G1Sim(self.cfg)
         self.rng = np.random.default_rng(self.cfg.seed)
         # the start-state spread: a stream of its own, so that it does not shift the sensor noise (and back)
@@ -362,16 +388,23 @@ class MujocoBridge(Node):
         self._sim_t0 = self.sim.data.time
         c = self.cfg
         # Lockstep: LowCmd callbacks step the sim; the timer only restarts it after lockstep_timeout_s.
-        period = (1.0 / c.lowstate_rate_hz if c.realtime
-                  else c.lockstep_timeout_s / 4 if c.lockstep_timeout_s > 0 else 0.0)
+        period = (
+            1.0 / c.lowstate_rate_hz if c.realtime else c.lockstep_timeout_s / 4 if c.lockstep_timeout_s > 0 else 0.0
+        )
         self.timer = self.create_timer(period, self._on_timer, clock=self._wall)
         self.create_timer(1.0, self._publish_diagnostics, clock=self._wall)
-        pace = ("real time" if c.realtime else f"lockstep with /lowcmd (+/clock, {c.lockstep_timeout_s} s timeout)"
-                if c.lockstep_timeout_s > 0 else "as fast as possible (+/clock)")
+        pace = (
+            "real time"
+            if c.realtime
+            else f"lockstep with /lowcmd (+/clock, {c.lockstep_timeout_s} s timeout)"
+            if c.lockstep_timeout_s > 0
+            else "as fast as possible (+/clock)"
+        )
         self.get_logger().info(
             f"G1 {c.variant} in MuJoCo: physics {1 / c.physics_dt:.0f} Hz, lowstate {c.lowstate_rate_hz:.0f} Hz, "
             f"{pace}, start {c.start_pose}"
-            f"{' (held until the first position LowCmd)' if c.hold_start_pose else ''}")
+            f"{' (held until the first position LowCmd)' if c.hold_start_pose else ''}"
+        )
 
     def _now_wall(self) -> float:
         return self._wall.now().nanoseconds * 1e-9
@@ -390,8 +423,10 @@ class MujocoBridge(Node):
         except BadMessage as exc:  # the robot drops it too; warn at most once per period
             self.bad_cmd_count += 1
             self._last_drop = str(exc)
-            self.get_logger().warning(f"dropped LowCmd ({self.bad_cmd_count} so far): {exc}",
-                                      throttle_duration_sec=self.cfg.bad_crc_log_period_s)
+            self.get_logger().warning(
+                f"dropped LowCmd ({self.bad_cmd_count} so far): {exc}",
+                throttle_duration_sec=self.cfg.bad_crc_log_period_s,
+            )
         else:
             self.cmd_count += 1
             if self.cfg.cmd_latency_s > 0:
@@ -442,15 +477,20 @@ class MujocoBridge(Node):
             return False
         drawn = self.sim.perturb(self.start_rng, c.start_joint_noise, c.start_root_vel_noise)
         self.perturbations += 1
-        self.get_logger().info(f"start-state spread at sim time {self.sim_time:.3f} s (seed {c.seed}): joints "
-                               f"{np.abs(drawn[:-3]).max():.4f} rad max, pelvis velocity "
-                               f"{drawn[-3:].round(4).tolist()} m/s")
+        self.get_logger().info(
+            f"start-state spread at sim time {self.sim_time:.3f} s (seed {c.seed}): joints "
+            f"{np.abs(drawn[:-3]).max():.4f} rad max, pelvis velocity "
+            f"{drawn[-3:].round(4).tolist()} m/s"
+        )
         return True
 
     def _on_perturb(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         response.success = self.perturb_start()
-        response.message = ("start-state spread applied" if response.success else
-                            "start_joint_noise and start_root_vel_noise are 0: nothing to apply")
+        response.message = (
+            "start-state spread applied"
+            if response.success
+            else "start_joint_noise and start_root_vel_noise are 0: nothing to apply"
+        )
         return response
 
     def _on_reset(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
@@ -472,8 +512,9 @@ class MujocoBridge(Node):
         if n > self.cfg.max_catchup_steps:
             # The process cannot keep up (or was paused): skip ahead instead of spiralling.
             self.lag_events += 1
-            self.get_logger().warning(f"sim fell {behind * 1e3:.1f} ms behind real time; skipping ahead",
-                                      throttle_duration_sec=5.0)
+            self.get_logger().warning(
+                f"sim fell {behind * 1e3:.1f} ms behind real time; skipping ahead", throttle_duration_sec=5.0
+            )
             self._wall_t0 += (n - 1) / self.cfg.lowstate_rate_hz
             n = 1
         for _ in range(n):
@@ -524,18 +565,34 @@ class MujocoBridge(Node):
         # Without latency the message is published (serialized) at once, so one instance can be reused:
         # building 35 MotorState objects per message costs ~0.3 ms of the 2 ms period.
         msg = self._msg_buffer if c.state_latency_s == 0 else LowState()
-        return lowlevel.fill_lowstate(msg, q, dq, s.quat, s.gyro, s.acc, tau, ddq, mode_machine=c.mode_machine,
-                                      tick=int(round(t * 1000)), wireless_remote=self._remote_bytes())
+        return lowlevel.fill_lowstate(
+            msg,
+            q,
+            dq,
+            s.quat,
+            s.gyro,
+            s.acc,
+            tau,
+            ddq,
+            mode_machine=c.mode_machine,
+            tick=int(round(t * 1000)),
+            wireless_remote=self._remote_bytes(),
+        )
 
     def _publish_diagnostics(self) -> None:
         st = DiagnosticStatus(name="bcg mujoco_bridge", hardware_id="g1-sim")
         st.level = DiagnosticStatus.WARN if self.bad_cmd_count else DiagnosticStatus.OK
-        st.message = f"sim time {self.sim_time:.2f} s" + (f"; dropped LowCmd: {self._last_drop}"
-                                                          if self.bad_cmd_count else "")
-        values = {"sim_time_s": f"{self.sim_time:.3f}", "lowcmd_accepted": str(self.cmd_count),
-                  "lowcmd_dropped": str(self.bad_cmd_count),
-                  "lowcmd_wrong_mode_machine": str(self.wrong_mode_machine_count),
-                  "last_dropped": self._last_drop or "-", "lag_events": str(self.lag_events)}
+        st.message = f"sim time {self.sim_time:.2f} s" + (
+            f"; dropped LowCmd: {self._last_drop}" if self.bad_cmd_count else ""
+        )
+        values = {
+            "sim_time_s": f"{self.sim_time:.3f}",
+            "lowcmd_accepted": str(self.cmd_count),
+            "lowcmd_dropped": str(self.bad_cmd_count),
+            "lowcmd_wrong_mode_machine": str(self.wrong_mode_machine_count),
+            "last_dropped": self._last_drop or "-",
+            "lag_events": str(self.lag_events),
+        }
         st.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         arr = DiagnosticArray(status=[st])
         arr.header.stamp = _stamp(self.sim_time)
@@ -576,10 +633,14 @@ def ros_args_with_default_params(argv: list[str], default_yamls: Sequence[str]) 
 
 
 def help_text() -> str:
-    return startup.help_text("usage: bcg-mujoco-bridge [--help] [--ros-args --params-file FILE -p name:=value ...]\n"
-                             "(`ros2 run bcg_policy_node mujoco_bridge`; config/mujoco_bridge.yaml is used when no "
-                             "--params-file is given)\n", __doc__, params_file="mujoco_bridge.yaml",
-                             node="mujoco_bridge")
+    return startup.help_text(
+        "usage: bcg-mujoco-bridge [--help] [--ros-args --params-file FILE -p name:=value ...]\n"
+        "(`ros2 run bcg_policy_node mujoco_bridge`; config/mujoco_bridge.yaml is used when no "
+        "--params-file is given)\n",
+        __doc__,
+        params_file="mujoco_bridge.yaml",
+        node="mujoco_bridge",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -105,29 +105,47 @@ class PolicyNodeConfig:
 
     def __post_init__(self) -> None:
         need = checker()
-        need(self.policy_runtime in get_args(PolicyRuntime), "policy_runtime",
-             f"must be {', '.join(get_args(PolicyRuntime))}, got {self.policy_runtime!r}")
+        need(
+            self.policy_runtime in get_args(PolicyRuntime),
+            "policy_runtime",
+            f"must be {', '.join(get_args(PolicyRuntime))}, got {self.policy_runtime!r}",
+        )
         need(self.cmd_rate_hz > 0, "cmd_rate_hz", f"must be > 0, got {self.cmd_rate_hz}")
         need(self.stale_timeout_s > 0, "stale_timeout_s", f"must be > 0, got {self.stale_timeout_s}")
         need(self.move_to_default_s >= 0, "move_to_default_s", f"must be >= 0, got {self.move_to_default_s}")
         need(self.damping_kd >= 0, "damping_kd", f"must be >= 0, got {self.damping_kd}")
         need(0 < self.max_tilt_rad <= math.pi, "max_tilt_rad", f"must be in (0, pi], got {self.max_tilt_rad}")
-        need(self.joint_limit_margin_rad >= 0, "joint_limit_margin_rad",
-             f"must be >= 0, got {self.joint_limit_margin_rad}")
-        need(self.on_clip_end in get_args(OnClipEnd), "on_clip_end",
-             f"must be {' or '.join(get_args(OnClipEnd))}, got {self.on_clip_end!r}")
+        need(
+            self.joint_limit_margin_rad >= 0,
+            "joint_limit_margin_rad",
+            f"must be >= 0, got {self.joint_limit_margin_rad}",
+        )
+        need(
+            self.on_clip_end in get_args(OnClipEnd),
+            "on_clip_end",
+            f"must be {' or '.join(get_args(OnClipEnd))}, got {self.on_clip_end!r}",
+        )
         need(self.mode_pr in (0, 1), "mode_pr", f"must be 0 (pitch/roll) or 1 (A/B), got {self.mode_pr}")
         need(self.state_pub_rate_hz >= 0, "state_pub_rate_hz", f"must be >= 0 (0 = off), got {self.state_pub_rate_hz}")
-        need(self.diagnostics_rate_hz >= 0, "diagnostics_rate_hz",
-             f"must be >= 0 (0 = off), got {self.diagnostics_rate_hz}")
+        need(
+            self.diagnostics_rate_hz >= 0,
+            "diagnostics_rate_hz",
+            f"must be >= 0 (0 = off), got {self.diagnostics_rate_hz}",
+        )
         need(self.shutdown_damping_s >= 0, "shutdown_damping_s", f"must be >= 0, got {self.shutdown_damping_s}")
         need(self.conflict_hold_s >= 0, "conflict_hold_s", f"must be >= 0, got {self.conflict_hold_s}")
-        need(self.executor in scheduling.EXECUTORS, "executor",
-             f"must be {' or '.join(scheduling.EXECUTORS)}, got {self.executor!r}")
+        need(
+            self.executor in scheduling.EXECUTORS,
+            "executor",
+            f"must be {' or '.join(scheduling.EXECUTORS)}, got {self.executor!r}",
+        )
         need(0 <= self.rt_priority <= 99, "rt_priority", f"must be in 0..99, got {self.rt_priority}")
         need(-20 <= self.nice <= 19, "nice", f"must be in -20..19, got {self.nice}")
-        need(1.0 <= self.fallback_tick_periods < 2.0, "fallback_tick_periods",
-             f"must be in [1, 2), got {self.fallback_tick_periods}")
+        need(
+            1.0 <= self.fallback_tick_periods < 2.0,
+            "fallback_tick_periods",
+            f"must be in [1, 2), got {self.fallback_tick_periods}",
+        )
         scheduling.parse_cpu_list(self.cpu_affinity)  # a ConfigError naming the key
 
 
@@ -136,8 +154,10 @@ class PolicyNode(Node):
         super().__init__(NODE_NAME, automatically_declare_parameters_from_overrides=True)
         self.cfg = cfg = startup.config_from_node(self, PolicyNodeConfig)
         if not cfg.policy_path:
-            raise ConfigError("parameter policy_path is empty: give an exported policy folder "
-                              "(e.g. `bcg-policy export-hold -o DIR` for the hold-the-default-pose policy)")
+            raise ConfigError(
+                "parameter policy_path is empty: give an exported policy folder "
+                "(e.g. `bcg-policy export-hold -o DIR` for the hold-the-default-pose policy)"
+            )
         self._sim_time = bool(self.get_parameter("use_sim_time").value)
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.policy = load_policy(cfg.policy_path, runtime=cfg.policy_runtime)
@@ -148,9 +168,15 @@ class PolicyNode(Node):
         self._check_control_dt(c.control_dt)
         self.limits = SafetyLimits.from_params(cfg.stale_timeout_s, cfg.max_tilt_rad, cfg.joint_limit_margin_rad)
         stand_kp, stand_kd = stand_gains("29dof")
-        self.sm = StateMachine(np.array(c.default_joint_pos), np.array(c.kp), np.array(c.kd),
-                               np.array(stand_kp), np.array(stand_kd),
-                               cfg.move_to_default_s, on_transition=self._on_transition)
+        self.sm = StateMachine(
+            np.array(c.default_joint_pos),
+            np.array(c.kp),
+            np.array(c.kd),
+            np.array(stand_kp),
+            np.array(stand_kd),
+            cfg.move_to_default_s,
+            on_transition=self._on_transition,
+        )
         self.modes_entered: set[Mode] = set()
         self.remote = RemoteMapper({e: list(getattr(cfg, f"remote_{e.value}")) for e in Event})
         self.stats = LoopStats(self.period)
@@ -177,21 +203,25 @@ class PolicyNode(Node):
             f"{c.control_dt * 1e3:.0f} ms, LowCmd per LowState, fallback {cfg.cmd_rate_hz:.0f} Hz, "
             f"{'sim time' if self._sim_time else 'wall time'}, {cfg.executor} executor); remote: "
             f"start={cfg.remote_start} stop={cfg.remote_stop} damp={cfg.remote_damp} reset={cfg.remote_reset}; "
-            f"waiting for {cfg.lowstate_topic}")
+            f"waiting for {cfg.lowstate_topic}"
+        )
 
     # --- setup ---
     def _check_control_dt(self, control_dt: float) -> None:
         n = control_dt / self.period
         if n < 1 or abs(n - round(n)) > 1e-6:
-            raise ConfigError(f"policy control_dt {control_dt} s is not a whole number of "
-                              f"{self.period} s command periods (cmd_rate_hz {self.cfg.cmd_rate_hz})")
+            raise ConfigError(
+                f"policy control_dt {control_dt} s is not a whole number of "
+                f"{self.period} s command periods (cmd_rate_hz {self.cfg.cmd_rate_hz})"
+            )
 
     def _make_ros_io(self) -> None:
         cfg = self.cfg
         state_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT, history=HistoryPolicy.KEEP_LAST)
         cmd_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-        latched = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        latched = QoSProfile(
+            depth=50, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+        )
         # raw: the CDR bytes, read by lowlevel.lowstate_cdr_to_state (10x cheaper than rclpy's Python message)
         self.create_subscription(LowState, cfg.lowstate_topic, self._on_lowstate, state_qos, raw=True)
         self.pub_cmd = self.create_publisher(LowCmd, cfg.lowcmd_topic, cmd_qos)
@@ -208,8 +238,9 @@ class PolicyNode(Node):
         # last tick, and then every fallback_tick_periods while no LowState comes. (A timer polling at half a
         # period fired 1.5-2 periods after the last tick, right at the overrun limit, and ran 1000 Python
         # callbacks a second for nothing while LowState flowed.)
-        self.timer = self.create_timer(self.cfg.fallback_tick_periods * self.period, self._on_timer,
-                                       clock=None if self._sim_time else self._steady)
+        self.timer = self.create_timer(
+            self.cfg.fallback_tick_periods * self.period, self._on_timer, clock=None if self._sim_time else self._steady
+        )
 
     def now(self) -> float:
         """The node's time in s: /clock under use_sim_time, else the steady (monotonic) wall clock."""
@@ -272,7 +303,7 @@ class PolicyNode(Node):
             return f"source conflict {1e3 * (now - self._conflict_time):.0f} ms ago: {self.source.last}"
         age = now - self._state_time
         if event == Event.RESET and age > self.limits.stale_timeout_s:
-            return ("/lowstate stale" + (f" ({1e3 * age:.0f} ms old)" if math.isfinite(age) else " (none yet)"))
+            return "/lowstate stale" + (f" ({1e3 * age:.0f} ms old)" if math.isfinite(age) else " (none yet)")
         return ""
 
     def _handle(self, now: float, event: Event, source: str) -> tuple[bool, str]:
@@ -339,8 +370,7 @@ class PolicyNode(Node):
             self._tick_once(now)
         except Exception as exc:  # noqa: BLE001 - a bug must still end in damping, never in silence
             try:
-                self.get_logger().error(f"control tick failed: {type(exc).__name__}: {exc}",
-                                        throttle_duration_sec=1.0)
+                self.get_logger().error(f"control tick failed: {type(exc).__name__}: {exc}", throttle_duration_sec=1.0)
                 self.sm.fault(now, f"internal error: {type(exc).__name__}: {exc}")
             finally:
                 if self.sm.mode == Mode.DAMPING:
@@ -371,8 +401,9 @@ class PolicyNode(Node):
             return
         cause = check_stale(age, self.limits)
         if cause is None and sm.mode in ACTIVE:
-            cause = (check_tilt(projected_gravity(state.base_quat_w), self.limits)
-                     or check_joint_limits(state.joint_pos, self.limits))
+            cause = check_tilt(projected_gravity(state.base_quat_w), self.limits) or check_joint_limits(
+                state.joint_pos, self.limits
+            )
         if cause:
             sm.fault(now, cause)
 
@@ -437,8 +468,12 @@ class PolicyNode(Node):
     def _publish_monitoring(self, now: float, state: ll.RobotState | None) -> None:
         if state is not None and self._every(self.cfg.state_pub_rate_hz):
             stamp = self.get_clock().now().to_msg()
-            js = JointState(name=self._names, position=state.joint_pos.tolist(),
-                            velocity=state.joint_vel.tolist(), effort=state.joint_tau.tolist())
+            js = JointState(
+                name=self._names,
+                position=state.joint_pos.tolist(),
+                velocity=state.joint_vel.tolist(),
+                effort=state.joint_tau.tolist(),
+            )
             js.header.stamp = stamp
             self.pub_js.publish(js)
             if self.sm.mode == Mode.RUN:
@@ -464,19 +499,26 @@ class PolicyNode(Node):
         st = DiagnosticStatus(name="bcg_policy_node: control", hardware_id="g1")
         mode = self.sm.mode
         conflicted = now - self._conflict_time < self.cfg.conflict_hold_s
-        st.level = (DiagnosticStatus.ERROR if mode == Mode.DAMPING and self.sm.last_fault
-                    else DiagnosticStatus.WARN if mode in (Mode.WAIT, Mode.DAMPING) or conflicted
-                    else DiagnosticStatus.OK)
+        st.level = (
+            DiagnosticStatus.ERROR
+            if mode == Mode.DAMPING and self.sm.last_fault
+            else DiagnosticStatus.WARN
+            if mode in (Mode.WAIT, Mode.DAMPING) or conflicted
+            else DiagnosticStatus.OK
+        )
         st.message = mode.value + (f"; source conflict: {self.source.last}" if conflicted else "")
-        values = {"mode": mode.value, "last_fault": self.sm.last_fault or "-",
-                  "last_rejected": self._last_reject or "-",
-                  "last_refused": self._last_refusal or "-",
-                  "last_source_conflict": self.source.last or "-",
-                  "lowstate_age_ms": f"{1e3 * age:.1f}" if math.isfinite(age) else "inf",
-                  **{k: str(v) for k, v in self._counts.items()},
-                  **{k: str(v) for k, v in self.source.counts.items()},
-                  **{k: f"{v:.3f}" for k, v in self.stats.summary().items()},
-                  **self.gc_monitor.summary()}
+        values = {
+            "mode": mode.value,
+            "last_fault": self.sm.last_fault or "-",
+            "last_rejected": self._last_reject or "-",
+            "last_refused": self._last_refusal or "-",
+            "last_source_conflict": self.source.last or "-",
+            "lowstate_age_ms": f"{1e3 * age:.1f}" if math.isfinite(age) else "inf",
+            **{k: str(v) for k, v in self._counts.items()},
+            **{k: str(v) for k, v in self.source.counts.items()},
+            **{k: f"{v:.3f}" for k, v in self.stats.summary().items()},
+            **self.gc_monitor.summary(),
+        }
         st.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         arr = DiagnosticArray(status=[st])
         arr.header.stamp = self.get_clock().now().to_msg()
@@ -535,8 +577,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         commanded = node.sm.mode != Mode.WAIT
         node.send_shutdown_damping()
-        node.get_logger().info("shut down (last commands: damping)" if commanded
-                               else "shut down (the robot was never commanded)")
+        node.get_logger().info(
+            "shut down (last commands: damping)" if commanded else "shut down (the robot was never commanded)"
+        )
         executor.shutdown(timeout_sec=1.0)
         node.gc_monitor.close()
         node.destroy_node()

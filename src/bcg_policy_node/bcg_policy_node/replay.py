@@ -87,8 +87,14 @@ def print_plan(bag: str | Path, rate: float, topics: Sequence[str] | None) -> in
     return n
 
 
-def play(bag: str | Path, rate: float = 1.0, topics: Sequence[str] | None = None, delay_s: float = 1.0,
-         wait_subscribers: int = 0, wait_timeout_s: float = 30.0) -> int:
+def play(
+    bag: str | Path,
+    rate: float = 1.0,
+    topics: Sequence[str] | None = None,
+    delay_s: float = 1.0,
+    wait_subscribers: int = 0,
+    wait_timeout_s: float = 30.0,
+) -> int:
     """Publish the bag's messages with their recorded spacing / rate; returns the number published.
 
     Playback starts after `delay_s`, and, with wait_subscribers > 0, once every chosen topic has that many
@@ -179,8 +185,9 @@ def check_policy(bag: str | Path, policy_dir: str | Path, runtime: str = "auto")
     topics = {m.topic for m in messages}
     for needed in ("/lowstate", "/lowcmd", TRANSITIONS_TOPIC):
         if needed not in topics:
-            raise BagError(f"bag {bag} has no {needed} messages; --check-policy needs /lowstate, /lowcmd and "
-                           f"{TRANSITIONS_TOPIC}")
+            raise BagError(
+                f"bag {bag} has no {needed} messages; --check-policy needs /lowstate, /lowcmd and {TRANSITIONS_TOPIC}"
+            )
     segments = run_segments(messages)
     if not segments:
         raise BagError(f"bag {bag} has no RUN segment (the policy never ran while recording)")
@@ -205,13 +212,21 @@ def check_policy(bag: str | Path, policy_dir: str | Path, runtime: str = "auto")
             q_offline = runner.step(robot_state)
             recorded = ll.lowcmd_to_command(deserialize(c_msg))
             diffs.append(np.abs(q_offline - recorded.q))
-            gain_diff = max(gain_diff, float(np.max(np.abs(recorded.kp - kp) / np.maximum(kp, 1e-9))),
-                            float(np.max(np.abs(recorded.kd - kd) / np.maximum(kd, 1e-9))))
+            gain_diff = max(
+                gain_diff,
+                float(np.max(np.abs(recorded.kp - kp) / np.maximum(kp, 1e-9))),
+                float(np.max(np.abs(recorded.kd - kd) / np.maximum(kd, 1e-9))),
+            )
     if not diffs:
         raise BagError(f"bag {bag}: RUN segments hold no LowCmd to compare")
     d = np.stack(diffs)  # [steps, 29]
-    return CheckResult(steps=len(d), segments=len(segments), max_diff=float(d.max()), mean_diff=float(d.mean()),
-                       max_gain_diff=gain_diff)
+    return CheckResult(
+        steps=len(d),
+        segments=len(segments),
+        max_diff=float(d.max()),
+        mean_diff=float(d.mean()),
+        max_gain_diff=gain_diff,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -219,24 +234,46 @@ def check_policy(bag: str | Path, policy_dir: str | Path, runtime: str = "auto")
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="bcg-replay", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="bcg-replay", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("bag", help="rosbag2 folder (MCAP), e.g. from bcg-sim2sim --record")
     ap.add_argument("--rate", type=float, default=1.0, help="playback speed factor (default 1)")
     ap.add_argument("--topics", nargs="+", default=None, help="only these topics (default: all)")
     ap.add_argument("--delay", type=float, default=1.0, help="s to wait for subscribers before playing (default 1)")
-    ap.add_argument("--wait-subscribers", type=int, default=0, metavar="N",
-                    help="also wait until every replayed topic has N matched subscribers (up to 30 s)")
-    ap.add_argument("--plan", action="store_true",
-                    help="print the playback schedule (offset s, topic, recorded stamp ns) instead of publishing")
-    ap.add_argument("--check-policy", metavar="DIR", default=None,
-                    help="re-run this policy offline on the recorded /lowstate and compare with /lowcmd")
-    ap.add_argument("--tolerance", type=float, default=1e-3,
-                    help="--check-policy: max allowed |target difference| [rad] (default 1e-3)")
-    ap.add_argument("--runtime", default="auto", choices=["auto", "onnx", "torchscript"],
-                    help="--check-policy: network runtime (default auto: ONNX when present)")
-    ap.add_argument("--recover", action="store_true",
-                    help="rebuild the bag from what its (killed, truncated) MCAP files still hold")
+    ap.add_argument(
+        "--wait-subscribers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also wait until every replayed topic has N matched subscribers (up to 30 s)",
+    )
+    ap.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the playback schedule (offset s, topic, recorded stamp ns) instead of publishing",
+    )
+    ap.add_argument(
+        "--check-policy",
+        metavar="DIR",
+        default=None,
+        help="re-run this policy offline on the recorded /lowstate and compare with /lowcmd",
+    )
+    ap.add_argument(
+        "--tolerance",
+        type=float,
+        default=1e-3,
+        help="--check-policy: max allowed |target difference| [rad] (default 1e-3)",
+    )
+    ap.add_argument(
+        "--runtime",
+        default="auto",
+        choices=["auto", "onnx", "torchscript"],
+        help="--check-policy: network runtime (default auto: ONNX when present)",
+    )
+    ap.add_argument(
+        "--recover", action="store_true", help="rebuild the bag from what its (killed, truncated) MCAP files still hold"
+    )
     return ap
 
 
@@ -247,16 +284,20 @@ def main(argv: list[str] | None = None) -> int:
             from bcg_policy_node.bag_recovery import recover_bag
 
             r = recover_bag(args.bag)
-            print(f"bcg-replay: recovered {args.bag}: {r.files} file(s), {r.repaired} rewritten, "
-                  f"{r.bytes_lost} bytes of incomplete records dropped; messages {r.messages}")
+            print(
+                f"bcg-replay: recovered {args.bag}: {r.files} file(s), {r.repaired} rewritten, "
+                f"{r.bytes_lost} bytes of incomplete records dropped; messages {r.messages}"
+            )
             return 0
         if args.check_policy:
             r = check_policy(args.bag, args.check_policy, args.runtime)
             # Gains are float32 on the wire: a relative 1e-5 is rounding, more is a different artifact.
             ok = r.max_diff <= args.tolerance and r.max_gain_diff <= 1e-5
-            print(f"bcg-replay: {r.steps} policy steps in {r.segments} RUN segment(s): target difference "
-                  f"max {r.max_diff:.3e} rad, mean {r.mean_diff:.3e} rad (tolerance {args.tolerance:.1e}); "
-                  f"kp/kd relative difference max {r.max_gain_diff:.1e} -> {'OK' if ok else 'MISMATCH'}")
+            print(
+                f"bcg-replay: {r.steps} policy steps in {r.segments} RUN segment(s): target difference "
+                f"max {r.max_diff:.3e} rad, mean {r.mean_diff:.3e} rad (tolerance {args.tolerance:.1e}); "
+                f"kp/kd relative difference max {r.max_gain_diff:.1e} -> {'OK' if ok else 'MISMATCH'}"
+            )
             return 0 if ok else 1
         if args.plan:
             print_plan(args.bag, args.rate, args.topics)

@@ -24,8 +24,7 @@ class SafetyLimits:
     upper: np.ndarray  # [29] rad
 
     @classmethod
-    def from_params(cls, stale_timeout_s: float, max_tilt_rad: float, joint_limit_margin_rad: float
-                    ) -> "SafetyLimits":
+    def from_params(cls, stale_timeout_s: float, max_tilt_rad: float, joint_limit_margin_rad: float) -> "SafetyLimits":
         return cls(stale_timeout_s, max_tilt_rad, joint_limit_margin_rad, *joint_limits())
 
 
@@ -36,8 +35,10 @@ def tilt_angle(projected_gravity_b: np.ndarray) -> float:
 
 def check_stale(age_s: float, limits: SafetyLimits) -> str | None:
     if age_s > limits.stale_timeout_s:
-        return (f"stale /lowstate: last valid message {1e3 * age_s:.0f} ms old "
-                f"(limit {1e3 * limits.stale_timeout_s:.0f} ms)")
+        return (
+            f"stale /lowstate: last valid message {1e3 * age_s:.0f} ms old "
+            f"(limit {1e3 * limits.stale_timeout_s:.0f} ms)"
+        )
     return None
 
 
@@ -53,8 +54,10 @@ def check_joint_limits(q: np.ndarray, limits: SafetyLimits) -> str | None:
     bad = np.flatnonzero((q < limits.lower - m) | (q > limits.upper + m))
     if bad.size:
         i = int(bad[0])
-        return (f"joint limit breach: {JOINT_NAMES[i]} at {q[i]:.3f} rad outside "
-                f"[{limits.lower[i]:.3f}, {limits.upper[i]:.3f}] +- {m} rad ({bad.size} joint(s))")
+        return (
+            f"joint limit breach: {JOINT_NAMES[i]} at {q[i]:.3f} rad outside "
+            f"[{limits.lower[i]:.3f}, {limits.upper[i]:.3f}] +- {m} rad ({bad.size} joint(s))"
+        )
     return None
 
 

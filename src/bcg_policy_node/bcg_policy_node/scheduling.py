@@ -49,8 +49,10 @@ def pin_threads(cpu_affinity: str | int, logger) -> None:
         return
     avail = os.sched_getaffinity(0)
     if not cpus <= avail:
-        raise ConfigError(f"cpu_affinity {cpu_affinity}: CPU(s) {sorted(cpus - avail)} not available "
-                          f"to this process (available {sorted(avail)})")
+        raise ConfigError(
+            f"cpu_affinity {cpu_affinity}: CPU(s) {sorted(cpus - avail)} not available "
+            f"to this process (available {sorted(avail)})"
+        )
     pin_process(cpus)
     logger.info(f"threads pinned to CPU(s) {sorted(cpus)}")
 

@@ -66,23 +66,35 @@ class Stop:
     def __bool__(self) -> bool:
         return self.signum is not None
 
+
 CONFIG_FILES = ("mujoco_bridge.yaml", "policy_node.yaml")
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="bcg-sim2sim", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="bcg-sim2sim", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--policy", required=True, help="exported policy folder (policy.yaml + network)")
     ap.add_argument("--duration", type=float, default=10.0, help="sim seconds to run (default 10)")
     ap.add_argument("--record", default=None, help="write a rosbag2 MCAP bag of the deploy topics here")
-    ap.add_argument("--start", action="store_true",
-                    help="press start on the emulated remote: ZERO_TORQUE -> default pose -> RUN")
+    ap.add_argument(
+        "--start", action="store_true", help="press start on the emulated remote: ZERO_TORQUE -> default pose -> RUN"
+    )
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--realtime", dest="realtime", action="store_true", default=False,
-                      help="deployment timing: wall-clock stepping, policy node on its own 500 Hz thread "
-                           "(needs about 1.5 free CPU cores)")
-    mode.add_argument("--fast", dest="realtime", action="store_false",
-                      help="lockstep as fast as possible, sim time on /clock (default)")
+    mode.add_argument(
+        "--realtime",
+        dest="realtime",
+        action="store_true",
+        default=False,
+        help="deployment timing: wall-clock stepping, policy node on its own 500 Hz thread "
+        "(needs about 1.5 free CPU cores)",
+    )
+    mode.add_argument(
+        "--fast",
+        dest="realtime",
+        action="store_false",
+        help="lockstep as fast as possible, sim time on /clock (default)",
+    )
     return ap
 
 
@@ -90,10 +102,11 @@ def _overrides_file(policy: str, realtime: bool) -> str:
     """A parameter file (applied after config/*.yaml) with this run's policy path and timing mode."""
     # --fast: message stamps (policy node, recorder) follow the bridge's /clock, like the bridge's own; the
     # policy node's control loop itself is stepped by the runner.
-    data = {"mujoco_bridge": {"ros__parameters": {"realtime": realtime}},
-            "policy_node": {"ros__parameters": {"policy_path": str(Path(policy).resolve()),
-                                                "use_sim_time": not realtime}},
-            "bag_recorder": {"ros__parameters": {"use_sim_time": not realtime}}}
+    data = {
+        "mujoco_bridge": {"ros__parameters": {"realtime": realtime}},
+        "policy_node": {"ros__parameters": {"policy_path": str(Path(policy).resolve()), "use_sim_time": not realtime}},
+        "bag_recorder": {"ros__parameters": {"use_sim_time": not realtime}},
+    }
     fd, path = tempfile.mkstemp(prefix="bcg_sim2sim_", suffix=".yaml")
     with os.fdopen(fd, "w") as f:
         yaml.safe_dump(data, f)
@@ -105,7 +118,7 @@ def _ros_args(argv: list[str], overrides: str) -> list[str]:
     args = ros_args_with_default_params(["bcg-sim2sim", "--ros-args"], CONFIG_FILES)
     args += ["--params-file", overrides]
     if "--ros-args" in argv:
-        args += argv[argv.index("--ros-args") + 1:]
+        args += argv[argv.index("--ros-args") + 1 :]
     return args
 
 
@@ -125,8 +138,9 @@ class Starter:
             self.bridge.press("start")
             if mode == Mode.HOLD:
                 self.bridge.perturb_start()
-            self.policy.get_logger().info(f"bcg-sim2sim: pressed start in {mode.value} "
-                                          f"at sim time {self.bridge.sim_time:.3f} s")
+            self.policy.get_logger().info(
+                f"bcg-sim2sim: pressed start in {mode.value} at sim time {self.bridge.sim_time:.3f} s"
+            )
 
 
 def _spin_until(executor: SingleThreadedExecutor, pred, timeout: float, stop: Stop) -> bool:
@@ -139,8 +153,14 @@ def _spin_until(executor: SingleThreadedExecutor, pred, timeout: float, stop: St
     return True
 
 
-def run_fast(bridge: MujocoBridge, policy: PolicyNode, executor: SingleThreadedExecutor, duration: float,
-             starter: Starter | None, stop: Stop) -> None:
+def run_fast(
+    bridge: MujocoBridge,
+    policy: PolicyNode,
+    executor: SingleThreadedExecutor,
+    duration: float,
+    starter: Starter | None,
+    stop: Stop,
+) -> None:
     """Lockstep: one bridge tick, the policy node answers that LowState with one tick, its LowCmd lands."""
     bridge.timer.cancel()  # the runner steps the bridge itself
     for _ in range(round(duration * bridge.cfg.lowstate_rate_hz)):  # a tick count: no float drift
@@ -162,8 +182,14 @@ def run_fast(bridge: MujocoBridge, policy: PolicyNode, executor: SingleThreadedE
         executor.spin_once(timeout_sec=0.01)
 
 
-def run_realtime(bridge: MujocoBridge, policy: PolicyNode, executor: SingleThreadedExecutor, duration: float,
-                 starter: Starter | None, stop: Stop) -> None:
+def run_realtime(
+    bridge: MujocoBridge,
+    policy: PolicyNode,
+    executor: SingleThreadedExecutor,
+    duration: float,
+    starter: Starter | None,
+    stop: Stop,
+) -> None:
     """Deployment timing: the bridge's wall-clock timer and the policy node's callbacks, one thread."""
     while bridge.sim_time < duration and not stop:
         executor.spin_once(timeout_sec=0.01)
@@ -173,7 +199,7 @@ def run_realtime(bridge: MujocoBridge, policy: PolicyNode, executor: SingleThrea
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    own = argv[:argv.index("--ros-args")] if "--ros-args" in argv else argv
+    own = argv[: argv.index("--ros-args")] if "--ros-args" in argv else argv
     args = _parser().parse_args(own)
     if "--ros-args" in argv:
         try:
@@ -215,8 +241,9 @@ def _run(args: argparse.Namespace, stop: Stop) -> int:
         # ConfigError, PolicyLoadError (bcg_sim.policy) and OSError carry the file in their message; other
         # loader failures (onnxruntime on a truncated network, numpy on a broken .npz) are named by type.
         known = isinstance(exc, (ConfigError, PolicyLoadError, ValueError, OSError))
-        print(f"bcg-sim2sim: cannot start: {'' if known else type(exc).__name__ + ': '}{_one_line(exc)}",
-              file=sys.stderr)
+        print(
+            f"bcg-sim2sim: cannot start: {'' if known else type(exc).__name__ + ': '}{_one_line(exc)}", file=sys.stderr
+        )
         return 2
     try:
         recorder = BagRecorder(args.record, DEFAULT_TOPICS) if args.record else None
@@ -245,9 +272,11 @@ def _run(args: argparse.Namespace, stop: Stop) -> int:
             print(f"bcg-sim2sim: recorded {args.record}: {counts}")
     wall = time.monotonic() - t0
     pos, _ = bridge.sim.pelvis_pose()
-    print(f"bcg-sim2sim: {bridge.sim_time:.2f} s sim in {wall:.2f} s wall; policy node mode "
-          f"{end_mode.value}{f' ({end_fault})' if end_fault else ''}; pelvis height {pos[2]:.3f} m; "
-          f"LowCmd accepted {bridge.cmd_count}, dropped {bridge.bad_cmd_count}")
+    print(
+        f"bcg-sim2sim: {bridge.sim_time:.2f} s sim in {wall:.2f} s wall; policy node mode "
+        f"{end_mode.value}{f' ({end_fault})' if end_fault else ''}; pelvis height {pos[2]:.3f} m; "
+        f"LowCmd accepted {bridge.cmd_count}, dropped {bridge.bad_cmd_count}"
+    )
     for node in (bridge, policy, recorder):
         if node is not None:
             node.destroy_node()
@@ -256,8 +285,11 @@ def _run(args: argparse.Namespace, stop: Stop) -> int:
     if end_mode == Mode.DAMPING and end_fault:
         return 1
     if args.start and Mode.RUN not in entered:
-        print(f"bcg-sim2sim: --start given but the policy never ran (RUN not reached in {bridge.sim_time:.2f} s "
-              f"of sim time; modes entered: {sorted(m.value for m in entered)})", file=sys.stderr)
+        print(
+            f"bcg-sim2sim: --start given but the policy never ran (RUN not reached in {bridge.sim_time:.2f} s "
+            f"of sim time; modes entered: {sorted(m.value for m in entered)})",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

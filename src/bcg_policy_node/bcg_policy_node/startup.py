@@ -28,7 +28,7 @@ PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
 def own_args(argv: Sequence[str]) -> list[str]:
     """The arguments before `--ros-args` (argv[0] excluded when it is the program)."""
     args = list(argv)
-    return args[:args.index("--ros-args")] if "--ros-args" in args else args
+    return args[: args.index("--ros-args")] if "--ros-args" in args else args
 
 
 def wants_help(argv: Sequence[str]) -> bool:
@@ -85,8 +85,9 @@ def yaml_section(path, node: str) -> dict:
 def config_from_node(node: Any, config_type: type[T], hint: str = "") -> T:
     """`config_type` from the node's parameters (declared from its overrides): unknown keys, wrong types and
     out-of-range values are ConfigErrors naming the node; `hint` is added when a required key is missing."""
-    params = {name: p.value for name, p in node.get_parameters_by_prefix("").items()
-              if name not in ROS_BUILTIN_PARAMETERS}
+    params = {
+        name: p.value for name, p in node.get_parameters_by_prefix("").items() if name not in ROS_BUILTIN_PARAMETERS
+    }
     where = f"parameters of node {node.get_name()!r}"
     try:
         return from_dict(config_type, params, where=where)
@@ -94,8 +95,9 @@ def config_from_node(node: Any, config_type: type[T], hint: str = "") -> T:
         raise ConfigError(f"{where}: {exc}{f' ({hint})' if hint else ''}") from exc
 
 
-def help_text(usage: str, doc: str, config_type: type | None = None, params_file: str | None = None,
-              node: str | None = None) -> str:
+def help_text(
+    usage: str, doc: str, config_type: type | None = None, params_file: str | None = None, node: str | None = None
+) -> str:
     """--help: the usage line, the module docstring, then the parameters with their defaults -- the config
     dataclass' own (`config_type`) or, for a config whose keys are all required, the values in config/`params_file`
     under `node`."""

@@ -36,9 +36,13 @@ def stack(xs: Sequence[Array]) -> Array:
 
 def _cross(a: Array, b: Array) -> Array:
     """a x b, written out elementwise."""
-    return stack([a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1],
-                  a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2],
-                  a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]])
+    return stack(
+        [
+            a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1],
+            a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2],
+            a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0],
+        ]
+    )
 
 
 # --- component order ---------------------------------------------------------------------------------------
@@ -67,10 +71,14 @@ def multiply(a: Array, b: Array) -> Array:
     """Hamilton product a ⊗ b, [..., 4]."""
     aw, ax, ay, az = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
     bw, bx, by, bz = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
-    return stack([aw * bw - ax * bx - ay * by - az * bz,
-                  aw * bx + ax * bw + ay * bz - az * by,
-                  aw * by - ax * bz + ay * bw + az * bx,
-                  aw * bz + ax * by - ay * bx + az * bw])
+    return stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ]
+    )
 
 
 def _cross_library(a: Array, b: Array) -> Array:
@@ -99,9 +107,11 @@ def rotate_inv(q: Array, v: Array) -> Array:
 def to_matrix(q: Array) -> Array:
     """[..., 3, 3] rotation matrices of unit quaternions [..., 4]."""
     w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    rows = [stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)]),
-            stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)]),
-            stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)])]
+    rows = [
+        stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)]),
+        stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)]),
+        stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]),
+    ]
     if is_torch(q):
         import torch
 
@@ -112,9 +122,16 @@ def to_matrix(q: Array) -> Array:
 def to_rot6d(q: Array) -> Array:
     """First two columns of R(q), row-major [R00 R01 R10 R11 R20 R21], [..., 6]."""
     w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    return stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z),
-                  2 * (x * y + w * z), 1 - 2 * (x * x + z * z),
-                  2 * (x * z - w * y), 2 * (y * z + w * x)])
+    return stack(
+        [
+            1 - 2 * (y * y + z * z),
+            2 * (x * y - w * z),
+            2 * (x * y + w * z),
+            1 - 2 * (x * x + z * z),
+            2 * (x * z - w * y),
+            2 * (y * z + w * x),
+        ]
+    )
 
 
 # --- numpy: exponential map, interpolation, angles ---------------------------------------------------------

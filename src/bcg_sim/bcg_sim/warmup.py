@@ -34,7 +34,8 @@ def warmup(config: str = "sim") -> float:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(
-        description="Compile and cache both simulator backends (Warp kernels, native library).")
+        description="Compile and cache both simulator backends (Warp kernels, native library)."
+    )
     ap.add_argument("--config", default="sim", help="sim config name or path (default: config/sim.yaml)")
     args = ap.parse_args(argv)
     import warp as wp
@@ -42,8 +43,10 @@ def main(argv=None) -> None:
     seconds = warmup(args.config)
     from bcg_sim.diffsim.native import library_path
 
-    print(f"bcg_sim warm-up: G1 forward+backward of both backends compiled/loaded in {seconds:.1f} s "
-          f"(Warp cache: {wp.config.kernel_cache_dir or 'default'}; native: {library_path()})")
+    print(
+        f"bcg_sim warm-up: G1 forward+backward of both backends compiled/loaded in {seconds:.1f} s "
+        f"(Warp cache: {wp.config.kernel_cache_dir or 'default'}; native: {library_path()})"
+    )
 
 
 if __name__ == "__main__":

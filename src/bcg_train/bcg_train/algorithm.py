@@ -33,8 +33,9 @@ class Algorithm(Protocol):
     norm: RunningNorm  # the actor's observation statistics (exported into the policy contract)
 
     @classmethod
-    def from_config(cls, cfg: TrainConfig, task: Task, reward: Reward, comm: Comm,
-                    total_iters: int | None) -> Algorithm:
+    def from_config(
+        cls, cfg: TrainConfig, task: Task, reward: Reward, comm: Comm, total_iters: int | None
+    ) -> Algorithm:
         """Build from the run's config; `total_iters` is the iteration budget (None: a wall-clock budget)."""
         ...
 
@@ -48,25 +49,21 @@ class Algorithm(Protocol):
         """The exported network (normalized observation -> raw action) of a `state_dict()`, without a simulator."""
         ...
 
-    def iteration(self) -> dict:
-        ...
+    def iteration(self) -> dict: ...
 
     def stop_reason(self) -> str | None:
         """Why training must stop now (e.g. a guard that tripped), or None to go on."""
         ...
 
-    def policy_network(self) -> torch.nn.Module:
-        ...
+    def policy_network(self) -> torch.nn.Module: ...
 
     def modules(self) -> list[torch.nn.Module]:
         """Every module whose parameters and buffers a checkpoint holds (checked finite before writing one)."""
         ...
 
-    def state_dict(self) -> dict:
-        ...
+    def state_dict(self) -> dict: ...
 
-    def load_state_dict(self, d: dict) -> None:
-        ...
+    def load_state_dict(self, d: dict) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -98,8 +95,15 @@ def all_finite(modules: list[torch.nn.Module]) -> bool:
     return all(bool(torch.isfinite(t).all()) for m in modules for t in [*m.parameters(), *m.buffers()])
 
 
-def reduce_iteration_log(comm: Comm, means: dict, counts: dict[str, int], episodes: int, episode_len_sum: int,
-                         samples: int, skipped_total: int) -> dict:
+def reduce_iteration_log(
+    comm: Comm,
+    means: dict,
+    counts: dict[str, int],
+    episodes: int,
+    episode_len_sum: int,
+    samples: int,
+    skipped_total: int,
+) -> dict:
     """One iteration's metrics over all processes: `means` averaged, `counts` summed (a key in both keeps its
     place in `means`' order), episodes and the mean episode length, `samples` (per process) times the number of
     processes and `skipped_total` as given. The order of the keys is metrics.csv's column order."""

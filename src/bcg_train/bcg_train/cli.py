@@ -1,11 +1,11 @@
 """`bcg-train` (also `ros2 run bcg_train train`): train, export a run's policy, plot runs.
 
-    bcg-train --motion run --algo shac-bcg --preset cpu             # train (SHAC + BCG, ADD reward)
-    bcg-train --motion dance1_subject2.csv --motion-start 30 --motion-end 40   # a 10-s window of a long clip
-    bcg-train --resume runs/train/X                                 # continue from the last checkpoint
-    bcg-train export runs/train/X -o policy_dir                     # TorchScript + ONNX + contract
-    bcg-train plot runs/train/A runs/train/B -o curves.png          # E_track / reward vs its, samples, time
-    torchrun --nproc_per_node=2 -m bcg_train ...   or   bcg-train --procs 2 ...   # data parallel
+bcg-train --motion run --algo shac-bcg --preset cpu             # train (SHAC + BCG, ADD reward)
+bcg-train --motion dance1_subject2.csv --motion-start 30 --motion-end 40   # a 10-s window of a long clip
+bcg-train --resume runs/train/X                                 # continue from the last checkpoint
+bcg-train export runs/train/X -o policy_dir                     # TorchScript + ONNX + contract
+bcg-train plot runs/train/A runs/train/B -o curves.png          # E_track / reward vs its, samples, time
+torchrun --nproc_per_node=2 -m bcg_train ...   or   bcg-train --procs 2 ...   # data parallel
 """
 
 from __future__ import annotations
@@ -21,10 +21,18 @@ from bcg_sim.config import ConfigError
 from bcg_train.config import ALGOS, REWARD_KINDS, load_train_config, parse_budget
 
 _FLAG_KEYS = {  # CLI flag -> TrainConfig path
-    "algo": ("algo",), "budget": ("budget",), "seed": ("seed",), "device": ("device",), "kappa": ("kappa",),
-    "num_envs": ("num_envs",), "checkpoint_every": ("checkpoint_every",), "motion": ("task", "motion"),
-    "motion_start": ("task", "motion_start"), "motion_end": ("task", "motion_end"),
-    "horizon": ("shac", "horizon"), "reward": ("reward", "kind"),
+    "algo": ("algo",),
+    "budget": ("budget",),
+    "seed": ("seed",),
+    "device": ("device",),
+    "kappa": ("kappa",),
+    "num_envs": ("num_envs",),
+    "checkpoint_every": ("checkpoint_every",),
+    "motion": ("task", "motion"),
+    "motion_start": ("task", "motion_start"),
+    "motion_end": ("task", "motion_end"),
+    "horizon": ("shac", "horizon"),
+    "reward": ("reward", "kind"),
 }
 
 
@@ -47,17 +55,28 @@ def train_parser() -> argparse.ArgumentParser:
             v = getattr(v, k)
         return v
 
-    ap = argparse.ArgumentParser(prog="bcg-train", description="Train a G1 motion: SHAC (+BCG) with an ADD "
-                                 "reward, or PPO. Subcommands: 'bcg-train export RUN -o DIR', "
-                                 "'bcg-train plot RUN... -o PNG'. Unset flags come from the preset "
-                                 "(config/train/NAME.yaml over default.yaml); defaults shown are default.yaml's.")
+    ap = argparse.ArgumentParser(
+        prog="bcg-train",
+        description="Train a G1 motion: SHAC (+BCG) with an ADD "
+        "reward, or PPO. Subcommands: 'bcg-train export RUN -o DIR', "
+        "'bcg-train plot RUN... -o PNG'. Unset flags come from the preset "
+        "(config/train/NAME.yaml over default.yaml); defaults shown are default.yaml's.",
+    )
     ap.add_argument("--preset", default="default", help="config/train/NAME.yaml or a path (default: default)")
     ap.add_argument("--motion", help=f"built-in clip or motion file (default: {dflt(('task', 'motion'))})")
-    ap.add_argument("--motion-start", type=float, metavar="S",
-                    help="train on the clip from S seconds (default: its start; world positions are kept)")
-    ap.add_argument("--motion-end", type=float, metavar="S",
-                    help="train on the clip up to S seconds (default: its end), e.g. --motion-start 30 "
-                         "--motion-end 40 for a 10-s window of a long take")
+    ap.add_argument(
+        "--motion-start",
+        type=float,
+        metavar="S",
+        help="train on the clip from S seconds (default: its start; world positions are kept)",
+    )
+    ap.add_argument(
+        "--motion-end",
+        type=float,
+        metavar="S",
+        help="train on the clip up to S seconds (default: its end), e.g. --motion-start 30 "
+        "--motion-end 40 for a 10-s window of a long take",
+    )
     ap.add_argument("--algo", choices=ALGOS, help=f"(default: {dflt(('algo',))})")
     ap.add_argument("--reward", choices=REWARD_KINDS, help=f"(default: {dflt(('reward', 'kind'))})")
     ap.add_argument("--kappa", type=float, help=f"contact stiffness kN/m (default: {dflt(('kappa',))})")
@@ -65,8 +84,11 @@ def train_parser() -> argparse.ArgumentParser:
     ap.add_argument("--horizon", type=int, help=f"SHAC horizon h (default: {dflt(('shac', 'horizon'))})")
     ap.add_argument("--device", help=f"cpu | cuda:0 (default: {dflt(('device',))})")
     ap.add_argument("--seed", type=int, help=f"(default: {dflt(('seed',))})")
-    ap.add_argument("--budget", help="1000it iterations | 2M samples | 30min wall clock (needs shac.lr_decay "
-                    f"constant) (default: {dflt(('budget',))})")
+    ap.add_argument(
+        "--budget",
+        help="1000it iterations | 2M samples | 30min wall clock (needs shac.lr_decay "
+        f"constant) (default: {dflt(('budget',))})",
+    )
     ap.add_argument("--checkpoint-every", type=int, help=f"iterations (default: {dflt(('checkpoint_every',))})")
     ap.add_argument("--out", help="run folder (default: runs/train/ALGO-MOTION-TIME)")
     ap.add_argument("--resume", metavar="RUN", help="continue RUN from its last checkpoint (--budget may change)")
@@ -95,8 +117,10 @@ def train_main(argv) -> int:
         if args.resume:
             extra = [f for f in _FLAG_KEYS if f != "budget" and getattr(args, f) is not None]
             if extra or args.preset != "default":
-                return _fail(f"--resume takes the run's own settings; only --budget may be given (got "
-                             f"{', '.join('--' + e.replace('_', '-') for e in extra) or '--preset'})")
+                return _fail(
+                    f"--resume takes the run's own settings; only --budget may be given (got "
+                    f"{', '.join('--' + e.replace('_', '-') for e in extra) or '--preset'})"
+                )
             if args.budget:
                 parse_budget(args.budget)
             cfg, procs = check_run_folder(Path(args.resume))
@@ -159,16 +183,22 @@ def _spawn(cfg, out, procs, resume, budget) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         codes = mp.Manager().dict()
-        mp.spawn(_spawn_worker, args=(cfg, out, procs, resume, budget, os.path.join(tmp, "init"), codes),
-                 nprocs=procs, join=True)
+        mp.spawn(
+            _spawn_worker,
+            args=(cfg, out, procs, resume, budget, os.path.join(tmp, "init"), codes),
+            nprocs=procs,
+            join=True,
+        )
         return max(codes.values()) if codes else 1
 
 
 def export_main(argv) -> int:
     from bcg_train.runner import RunError, export_run
 
-    ap = argparse.ArgumentParser(prog="bcg-train export", description="Export a run's last checkpoint as a "
-                                 "policy artifact (TorchScript + ONNX + contract).")
+    ap = argparse.ArgumentParser(
+        prog="bcg-train export",
+        description="Export a run's last checkpoint as a policy artifact (TorchScript + ONNX + contract).",
+    )
     ap.add_argument("run")
     ap.add_argument("-o", "--out", required=True, help="artifact folder")
     args = ap.parse_args(argv)
@@ -183,8 +213,11 @@ def export_main(argv) -> int:
 def plot_main(argv) -> int:
     from bcg_train.plot import PlotError, plot_runs
 
-    ap = argparse.ArgumentParser(prog="bcg-train plot", description="E_track and reward against iterations, "
-                                 "env samples (log axis) and wall clock for runs on one figure.")
+    ap = argparse.ArgumentParser(
+        prog="bcg-train plot",
+        description="E_track and reward against iterations, "
+        "env samples (log axis) and wall clock for runs on one figure.",
+    )
     ap.add_argument("runs", nargs="+")
     ap.add_argument("-o", "--out", default="curves.png", help="PNG (default: curves.png)")
     args = ap.parse_args(argv)

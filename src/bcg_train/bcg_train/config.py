@@ -201,76 +201,130 @@ class TrainConfig:
     def validate(self, where: str = "train config") -> TrainConfig:
         need = checker(where)
         need(self.algo in ALGOS, "algo", f"must be one of {ALGOS}, got {self.algo!r}")
-        need(self.reward.kind in REWARD_KINDS, "reward.kind",
-             f"must be one of {REWARD_KINDS}, got {self.reward.kind!r}")
+        need(
+            self.reward.kind in REWARD_KINDS, "reward.kind", f"must be one of {REWARD_KINDS}, got {self.reward.kind!r}"
+        )
         for key in ("tracking_weights", "tracking_scales"):
             groups = getattr(self.reward, key)
-            need(set(groups) == set(FEATURE_GROUPS), f"reward.{key}",
-                 f"needs exactly the groups {FEATURE_GROUPS}, got {sorted(groups)}")
+            need(
+                set(groups) == set(FEATURE_GROUPS),
+                f"reward.{key}",
+                f"needs exactly the groups {FEATURE_GROUPS}, got {sorted(groups)}",
+            )
         need(all(s > 0 for s in self.reward.tracking_scales.values()), "reward.tracking_scales", "must be > 0")
         need(self.num_envs >= 1, "num_envs", f"must be >= 1, got {self.num_envs}")
         need(self.kappa > 0, "kappa", f"must be > 0 kN/m, got {self.kappa}")
         need(self.checkpoint_every >= 1, "checkpoint_every", "must be >= 1")
         need(self.task.motion_start >= 0, "task.motion_start", f"must be >= 0 s, got {self.task.motion_start}")
-        need(self.task.motion_end is None or self.task.motion_end > self.task.motion_start, "task.motion_end",
-             f"must be after task.motion_start ({self.task.motion_start:g} s) or null (the clip's end), got "
-             f"{self.task.motion_end}")
+        need(
+            self.task.motion_end is None or self.task.motion_end > self.task.motion_start,
+            "task.motion_end",
+            f"must be after task.motion_start ({self.task.motion_start:g} s) or null (the clip's end), got "
+            f"{self.task.motion_end}",
+        )
         need(self.task.episode_steps >= 1, "task.episode_steps", "must be >= 1")
         need(self.task.start_margin >= 0, "task.start_margin", "must be >= 0")
         rz = self.task.randomize
-        need(min(rz.reset_joint_noise, rz.reset_root_vel_noise, rz.reset_root_ang_vel_noise, rz.push_lin_vel,
-                 rz.obs_joint_pos, rz.obs_joint_vel, rz.obs_ang_vel, rz.obs_gravity) >= 0, "task.randomize",
-             "noise levels must be >= 0")
+        need(
+            min(
+                rz.reset_joint_noise,
+                rz.reset_root_vel_noise,
+                rz.reset_root_ang_vel_noise,
+                rz.push_lin_vel,
+                rz.obs_joint_pos,
+                rz.obs_joint_vel,
+                rz.obs_ang_vel,
+                rz.obs_gravity,
+            )
+            >= 0,
+            "task.randomize",
+            "noise levels must be >= 0",
+        )
         need(0 <= rz.action_delay_prob <= 1, "task.randomize.action_delay_prob", "must be in [0, 1]")
         for key in PHYSICS_SCALE_KEYS:
             r = getattr(rz, key)
-            need(len(r) == 2 and 0 < r[0] <= r[1], f"task.randomize.{key}",
-                 f"must be [min, max] with 0 < min <= max ([1, 1]: off), got {r}")
-        need(len(rz.torso_com_offset) == 3 and min(rz.torso_com_offset) >= 0, "task.randomize.torso_com_offset",
-             f"must be +-[x, y, z] m, each >= 0 ([0, 0, 0]: off), got {rz.torso_com_offset}")
-        need(len(rz.push_interval_s) == 2 and 0 < rz.push_interval_s[0] <= rz.push_interval_s[1],
-             "task.randomize.push_interval_s", f"must be [min, max] with 0 < min <= max, got {rz.push_interval_s}")
+            need(
+                len(r) == 2 and 0 < r[0] <= r[1],
+                f"task.randomize.{key}",
+                f"must be [min, max] with 0 < min <= max ([1, 1]: off), got {r}",
+            )
+        need(
+            len(rz.torso_com_offset) == 3 and min(rz.torso_com_offset) >= 0,
+            "task.randomize.torso_com_offset",
+            f"must be +-[x, y, z] m, each >= 0 ([0, 0, 0]: off), got {rz.torso_com_offset}",
+        )
+        need(
+            len(rz.push_interval_s) == 2 and 0 < rz.push_interval_s[0] <= rz.push_interval_s[1],
+            "task.randomize.push_interval_s",
+            f"must be [min, max] with 0 < min <= max, got {rz.push_interval_s}",
+        )
         st = self.task.start
-        need(st.sampling in START_SAMPLINGS, "task.start.sampling", f"must be one of {START_SAMPLINGS}, got "
-             f"{st.sampling!r}")
-        need(st.bin_s > 0 and 0 <= st.uniform_floor <= 1 and 0 <= st.first_frame <= 1 and
-             0 < st.failure_momentum <= 1, "task.start", "need bin_s > 0, uniform_floor and first_frame in [0, 1], "
-             "failure_momentum in (0, 1]")
+        need(
+            st.sampling in START_SAMPLINGS,
+            "task.start.sampling",
+            f"must be one of {START_SAMPLINGS}, got {st.sampling!r}",
+        )
+        need(
+            st.bin_s > 0 and 0 <= st.uniform_floor <= 1 and 0 <= st.first_frame <= 1 and 0 < st.failure_momentum <= 1,
+            "task.start",
+            "need bin_s > 0, uniform_floor and first_frame in [0, 1], failure_momentum in (0, 1]",
+        )
         te = self.task.termination
-        need(min(te.root_height, te.root_tilt, te.end_effector_height, te.root_distance) >= 0,
-             "task.termination", "thresholds must be >= 0 (0: off)")
+        need(
+            min(te.root_height, te.root_tilt, te.end_effector_height, te.root_distance) >= 0,
+            "task.termination",
+            "thresholds must be >= 0 (0: off)",
+        )
         need(self.shac.horizon >= 1, "shac.horizon", f"must be >= 1, got {self.shac.horizon}")
         need(0 < self.shac.gamma <= 1, "shac.gamma", "must be in (0, 1]")
         need(0 <= self.shac.lam < 1, "shac.lam", "must be in [0, 1)")
         need(0 <= self.shac.target_tau <= 1, "shac.target_tau", "must be in [0, 1]")
         need(len(self.shac.betas) == 2, "shac.betas", "must be two numbers")
-        need(self.shac.lr_decay in LR_DECAYS, "shac.lr_decay",
-             f"must be one of {LR_DECAYS}, got {self.shac.lr_decay!r}")
-        need(self.shac.critic_minibatches >= 1 and self.shac.critic_iters >= 0, "shac.critic_minibatches",
-             "critic_minibatches must be >= 1 and critic_iters >= 0")
-        need(self.shac.gradvar_every >= 0 and self.shac.gradvar_bootstrap >= 0, "shac.gradvar_every",
-             "gradvar_every and gradvar_bootstrap must be >= 0 (0: off)")
+        need(
+            self.shac.lr_decay in LR_DECAYS, "shac.lr_decay", f"must be one of {LR_DECAYS}, got {self.shac.lr_decay!r}"
+        )
+        need(
+            self.shac.critic_minibatches >= 1 and self.shac.critic_iters >= 0,
+            "shac.critic_minibatches",
+            "critic_minibatches must be >= 1 and critic_iters >= 0",
+        )
+        need(
+            self.shac.gradvar_every >= 0 and self.shac.gradvar_bootstrap >= 0,
+            "shac.gradvar_every",
+            "gradvar_every and gradvar_bootstrap must be >= 0 (0: off)",
+        )
         need(self.shac.max_consecutive_skips >= 1, "shac.max_consecutive_skips", "must be >= 1")
-        need(self.add.replay_size >= self.add.batch_size >= 1, "add.replay_size",
-             "need replay_size >= batch_size >= 1")
+        need(self.add.replay_size >= self.add.batch_size >= 1, "add.replay_size", "need replay_size >= batch_size >= 1")
         need(self.add.epochs >= 1, "add.epochs", f"must be >= 1, got {self.add.epochs}")
-        need(self.add.reward_form in ADD_REWARD_FORMS, "add.reward_form",
-             f"must be one of {ADD_REWARD_FORMS}, got {self.add.reward_form!r}")
-        need(self.add.optimizer in ADD_OPTIMIZERS, "add.optimizer",
-             f"must be one of {ADD_OPTIMIZERS}, got {self.add.optimizer!r}")
+        need(
+            self.add.reward_form in ADD_REWARD_FORMS,
+            "add.reward_form",
+            f"must be one of {ADD_REWARD_FORMS}, got {self.add.reward_form!r}",
+        )
+        need(
+            self.add.optimizer in ADD_OPTIMIZERS,
+            "add.optimizer",
+            f"must be one of {ADD_OPTIMIZERS}, got {self.add.optimizer!r}",
+        )
         need(self.add.reward_knee > 0, "add.reward_knee", f"must be > 0, got {self.add.reward_knee}")
         need(0 < self.add.reward_floor < 1, "add.reward_floor", "must be in (0, 1)")
         need(self.add.delta_norm_min > 0, "add.delta_norm_min", "must be > 0")
         need(self.ppo.steps_per_env >= 1 and self.ppo.minibatches >= 1, "ppo", "steps_per_env, minibatches >= 1")
         need(self.eval.every >= 0, "eval.every", f"must be >= 0 (0: never), got {self.eval.every}")
         need(self.eval.starts >= 1, "eval.starts", f"must be >= 1, got {self.eval.starts}")
-        need(self.eval.clip_runs >= 1 and self.eval.clip_seconds >= 0, "eval.clip_runs",
-             "clip_runs must be >= 1 and clip_seconds >= 0 (0: the whole clip)")
+        need(
+            self.eval.clip_runs >= 1 and self.eval.clip_seconds >= 0,
+            "eval.clip_runs",
+            "clip_runs must be >= 1 and clip_seconds >= 0 (0: the whole clip)",
+        )
         need(self.eval.seconds > 0, "eval.seconds", f"must be > 0 s, got {self.eval.seconds}")
         budget = parse_budget(self.budget)
-        need(not (self.algo != "ppo" and self.shac.lr_decay == "linear" and budget.kind == "seconds"), "budget",
-             f"{self.budget!r} is wall clock, and shac.lr_decay linear would then decay differently on a faster "
-             "machine: give iterations (e.g. 1500it) or samples (2M), or set shac.lr_decay constant")
+        need(
+            not (self.algo != "ppo" and self.shac.lr_decay == "linear" and budget.kind == "seconds"),
+            "budget",
+            f"{self.budget!r} is wall clock, and shac.lr_decay linear would then decay differently on a faster "
+            "machine: give iterations (e.g. 1500it) or samples (2M), or set shac.lr_decay constant",
+        )
         return self
 
 
@@ -288,15 +342,24 @@ class Budget:
 
 
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(it|k|m|min|s|h)?\s*$", re.IGNORECASE)
-_UNITS = {"it": ("iterations", 1), "": ("samples", 1), "k": ("samples", 1e3), "m": ("samples", 1e6),
-          "s": ("seconds", 1), "min": ("seconds", 60), "h": ("seconds", 3600)}
+_UNITS = {
+    "it": ("iterations", 1),
+    "": ("samples", 1),
+    "k": ("samples", 1e3),
+    "m": ("samples", 1e6),
+    "s": ("seconds", 1),
+    "min": ("seconds", 60),
+    "h": ("seconds", 3600),
+}
 
 
 def parse_budget(text: str) -> Budget:
     m = _BUDGET.match(str(text))
     if not m:
-        raise ConfigError(f"budget {text!r}: expected e.g. 200it (iterations), 2M or 500k (env samples), "
-                          "30min, 90s or 1h (wall clock)")
+        raise ConfigError(
+            f"budget {text!r}: expected e.g. 200it (iterations), 2M or 500k (env samples), "
+            "30min, 90s or 1h (wall clock)"
+        )
     kind, scale = _UNITS[(m.group(2) or "").lower()]  # "m" / "M": million samples; "min": minutes
     amount = float(m.group(1)) * scale
     if amount <= 0:

@@ -36,7 +36,7 @@ class Comm:
         i = 0
         for p in params:
             n = p.numel()
-            p.grad = flat[i:i + n].view_as(p).clone()
+            p.grad = flat[i : i + n].view_as(p).clone()
             i += n
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:

@@ -54,8 +54,9 @@ class TrainLog:
     iteration (rows logged after it are dropped: the resumed run computes them again). `progress` is where the
     budget stands at the start, in its unit."""
 
-    def __init__(self, out: Path, budget: Budget, title: str, main: bool, resume_iteration: int | None,
-                 progress: float):
+    def __init__(
+        self, out: Path, budget: Budget, title: str, main: bool, resume_iteration: int | None, progress: float
+    ):
         self.out, self.budget, self.main = out, budget, main
         self.last_eval_row: dict | None = None
         self._columns: list[str] | None = None
@@ -69,11 +70,19 @@ class TrainLog:
                 truncate_rows(out / name, resume_iteration)
         from torch.utils.tensorboard import SummaryWriter
 
-        self.writer = SummaryWriter(str(out / "tb"), purge_step=None if resume_iteration is None
-                                    else resume_iteration + 1)
+        self.writer = SummaryWriter(
+            str(out / "tb"), purge_step=None if resume_iteration is None else resume_iteration + 1
+        )
         # a terminal gets a live bar; a log file (not a terminal) gets lines: one per evaluation
-        self.bar = _Bar(total=1.0, desc=title, bar_format=_BAR_FORMAT, dynamic_ncols=True, file=sys.stderr,
-                        initial=min(1.0, progress / budget.amount), disable=not sys.stderr.isatty())
+        self.bar = _Bar(
+            total=1.0,
+            desc=title,
+            bar_format=_BAR_FORMAT,
+            dynamic_ncols=True,
+            file=sys.stderr,
+            initial=min(1.0, progress / budget.amount),
+            disable=not sys.stderr.isatty(),
+        )
 
     def __enter__(self) -> TrainLog:
         return self
@@ -109,8 +118,11 @@ class TrainLog:
                 self.writer.add_scalar(k, v, row["iteration"])
         self.bar.n, self.bar.status = bar_status(self.budget, row["iteration"], row["samples"], row["wall_s"])
         # the evaluation first: a narrow terminal cuts the line's end
-        self.bar.set_postfix_str(f"{self._eval_postfix()}batch E {row['e_track_cm']:.1f}cm, r {row['reward']:.3f}, "
-                                 f"|g| {row['grad_norm']:.2g}, skip {row.get('skipped_total', 0)}", refresh=False)
+        self.bar.set_postfix_str(
+            f"{self._eval_postfix()}batch E {row['e_track_cm']:.1f}cm, r {row['reward']:.3f}, "
+            f"|g| {row['grad_norm']:.2g}, skip {row.get('skipped_total', 0)}",
+            refresh=False,
+        )
         self.bar.refresh()
 
     def evaluation(self, row: dict, elapsed: float, iteration: int, samples: int, window_s: float) -> None:
@@ -126,11 +138,14 @@ class TrainLog:
             w.writerow(row)
         self.last_eval_row = row
         m, sec = divmod(int(elapsed), 60)
-        self.bar.write(f"bcg-train: [{m:d}:{sec:02d}, {iteration} it, {samples} samples] eval at iteration "
-                       f"{row['iteration']}: whole clip E_track {row['e_track_cm']:.1f} cm, "
-                       f"falls {row['falls']:.0%} of {row['worlds']}, survival {row['survival_s']:.2f} s; "
-                       f"{row['win_worlds']} windows of {window_s:g} s: {row['win_e_track_cm']:.1f} cm, "
-                       f"falls {row['win_falls']:.0%}", file=sys.stderr)
+        self.bar.write(
+            f"bcg-train: [{m:d}:{sec:02d}, {iteration} it, {samples} samples] eval at iteration "
+            f"{row['iteration']}: whole clip E_track {row['e_track_cm']:.1f} cm, "
+            f"falls {row['falls']:.0%} of {row['worlds']}, survival {row['survival_s']:.2f} s; "
+            f"{row['win_worlds']} windows of {window_s:g} s: {row['win_e_track_cm']:.1f} cm, "
+            f"falls {row['win_falls']:.0%}",
+            file=sys.stderr,
+        )
 
     def message(self, text: str) -> None:
         """A line on stderr below the bar (the main process only)."""

@@ -15,10 +15,12 @@ class PlotError(ValueError):
 
 
 # (file, column, y label): training batch (every iteration), then the fixed-protocol evaluation
-ROWS = (("metrics.csv", "e_track_cm", "E_track, training batch [cm]"),
-        ("metrics.csv", "reward", "reward per step"),
-        ("eval.csv", "e_track_cm", "E_track, evaluation [cm]"),
-        ("eval.csv", "falls", "falls, evaluation [fraction]"))
+ROWS = (
+    ("metrics.csv", "e_track_cm", "E_track, training batch [cm]"),
+    ("metrics.csv", "reward", "reward per step"),
+    ("eval.csv", "e_track_cm", "E_track, evaluation [cm]"),
+    ("eval.csv", "falls", "falls, evaluation [fraction]"),
+)
 COLS = (("iteration", "iterations", False), ("samples", "env samples", True), ("wall_s", "wall clock [s]", False))
 
 
@@ -46,8 +48,10 @@ def plot_runs(runs: list[Path], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    files = {"metrics.csv": [(r.name, read_metrics(r)) for r in runs],
-             "eval.csv": [(r.name, read_metrics(r, "eval.csv")) for r in runs if (r / "eval.csv").is_file()]}
+    files = {
+        "metrics.csv": [(r.name, read_metrics(r)) for r in runs],
+        "eval.csv": [(r.name, read_metrics(r, "eval.csv")) for r in runs if (r / "eval.csv").is_file()],
+    }
     rows = [row for row in ROWS if files[row[0]]]
     fig, axes = plt.subplots(len(rows), len(COLS), figsize=(4 * len(COLS), 3 * len(rows)), squeeze=False)
     for i, (file, key, ylabel) in enumerate(rows):

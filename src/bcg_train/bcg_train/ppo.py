@@ -53,8 +53,10 @@ class TaskVecEnv(VecEnv):
         self.norm.update(self.comm.gather(raw))
         self.priv_norm.update(self.comm.gather(priv))
         x = self.norm(raw)
-        return TensorDict({"actor": self.norm(raw + t.sensor_noise(raw)),
-                           "critic": torch.cat([x, self.priv_norm(priv)], -1)}, batch_size=[t.n])
+        return TensorDict(
+            {"actor": self.norm(raw + t.sensor_noise(raw)), "critic": torch.cat([x, self.priv_norm(priv)], -1)},
+            batch_size=[t.n],
+        )
 
     @torch.no_grad()
     def get_observations(self) -> TensorDict:
@@ -109,15 +111,31 @@ class PPO:
         self.priv_norm = RunningNorm(PRIVILEGED_DIM, cfg.task.obs_norm_clip, cfg.task.obs_norm_epsilon).to(task.device)
         self.venv = TaskVecEnv(task, self.norm, self.priv_norm, reward, comm)
         p = self.ppo
-        model = {"class_name": "MLPModel", "hidden_dims": list(p.hidden), "activation": ACTIVATION,
-                 "obs_normalization": False}
+        model = {
+            "class_name": "MLPModel",
+            "hidden_dims": list(p.hidden),
+            "activation": ACTIVATION,
+            "obs_normalization": False,
+        }
         train_cfg = {
-            "algorithm": {"class_name": "PPO", "num_learning_epochs": p.epochs, "num_mini_batches": p.minibatches,
-                          "clip_param": p.clip, "gamma": p.gamma, "lam": p.lam, "value_loss_coef": p.value_loss_coef,
-                          "entropy_coef": p.entropy_coef, "learning_rate": p.lr, "max_grad_norm": p.max_grad_norm,
-                          "schedule": "adaptive", "desired_kl": p.desired_kl},
-            "actor": {**model, "distribution_cfg": {"class_name": "GaussianDistribution",
-                                                    "init_std": p.init_noise_std}},
+            "algorithm": {
+                "class_name": "PPO",
+                "num_learning_epochs": p.epochs,
+                "num_mini_batches": p.minibatches,
+                "clip_param": p.clip,
+                "gamma": p.gamma,
+                "lam": p.lam,
+                "value_loss_coef": p.value_loss_coef,
+                "entropy_coef": p.entropy_coef,
+                "learning_rate": p.lr,
+                "max_grad_norm": p.max_grad_norm,
+                "schedule": "adaptive",
+                "desired_kl": p.desired_kl,
+            },
+            "actor": {
+                **model,
+                "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": p.init_noise_std},
+            },
             "critic": dict(model),
             "obs_groups": {"actor": ["actor"], "critic": ["critic"]},
             "num_steps_per_env": p.steps_per_env,
@@ -145,14 +163,28 @@ class PPO:
         self.iter += 1
         lg = v.log
         steps = max(lg["steps"], 1)
-        means = {"actor_loss": float(losses.get("surrogate", math.nan)),
-                 "critic_loss": float(losses.get("value", math.nan)), "grad_norm": math.nan, "gradvar": math.nan,
-                 "gradvar_std": math.nan, "lr_actor": float(self.alg.learning_rate),
-                 "reward": lg["reward"] / steps, "e_track_cm": lg["e_track_cm"] / steps,
-                 "action_std": float(self.alg.get_policy().output_std.detach().mean()), **discriminator_log,
-                 "skipped": 0}
-        return reduce_iteration_log(self.comm, means, {"falls": lg["falls"]}, lg["episodes"], lg["episode_len_sum"],
-                                    self.task.n * self.ppo.steps_per_env, skipped_total=0)
+        means = {
+            "actor_loss": float(losses.get("surrogate", math.nan)),
+            "critic_loss": float(losses.get("value", math.nan)),
+            "grad_norm": math.nan,
+            "gradvar": math.nan,
+            "gradvar_std": math.nan,
+            "lr_actor": float(self.alg.learning_rate),
+            "reward": lg["reward"] / steps,
+            "e_track_cm": lg["e_track_cm"] / steps,
+            "action_std": float(self.alg.get_policy().output_std.detach().mean()),
+            **discriminator_log,
+            "skipped": 0,
+        }
+        return reduce_iteration_log(
+            self.comm,
+            means,
+            {"falls": lg["falls"]},
+            lg["episodes"],
+            lg["episode_len_sum"],
+            self.task.n * self.ppo.steps_per_env,
+            skipped_total=0,
+        )
 
     def stop_reason(self) -> str | None:
         return None  # no gradient through the simulator to guard; rsl_rl clips its own
@@ -164,10 +196,16 @@ class PPO:
         return [self.alg.actor, self.alg.critic, self.norm, self.priv_norm, *self.reward.modules()]
 
     def state_dict(self) -> dict:
-        return {"ppo": self.alg.save(), "norm": self.norm.state_dict(), "priv_norm": self.priv_norm.state_dict(),
-                "reward": self.reward.state_dict(),
-                "iter": self.iter, "lr": self.alg.learning_rate, "obs": self.obs.to_dict(),
-                "policy_mlp": self.alg.get_policy().mlp.state_dict()}
+        return {
+            "ppo": self.alg.save(),
+            "norm": self.norm.state_dict(),
+            "priv_norm": self.priv_norm.state_dict(),
+            "reward": self.reward.state_dict(),
+            "iter": self.iter,
+            "lr": self.alg.learning_rate,
+            "obs": self.obs.to_dict(),
+            "policy_mlp": self.alg.get_policy().mlp.state_dict(),
+        }
 
     def load_state_dict(self, d: dict) -> None:
         self.alg.load(d["ppo"], None, strict=True)
@@ -177,4 +215,3 @@ class PPO:
         self.reward.load_state_dict(d["reward"])
         self.iter = d["iter"]
         self.obs = TensorDict(d["obs"], batch_size=[self.task.n])
-

@@ -83,14 +83,11 @@ class Reward(Protocol):
         """Learn from the samples observed since the last call; returns numbers for metrics.csv."""
         ...
 
-    def state_dict(self) -> dict:
-        ...
+    def state_dict(self) -> dict: ...
 
-    def load_state_dict(self, d: dict) -> None:
-        ...
+    def load_state_dict(self, d: dict) -> None: ...
 
-    def modules(self) -> list[torch.nn.Module]:
-        ...
+    def modules(self) -> list[torch.nn.Module]: ...
 
 
 def mlp(sizes: list[int], activation=torch.nn.ELU) -> torch.nn.Sequential:
@@ -185,14 +182,14 @@ class ADDReward:
     """Adversarial Differential Discriminator reward (module docstring). `reduce_grads`: all-reduce of the
     discriminator's gradients, `gather`: rows of every process (two-process runs; identity otherwise)."""
 
-    def __init__(self, cfg: ADDConfig, dim: int, device, generator: torch.Generator, reduce_grads=None,
-                 gather=None):
+    def __init__(self, cfg: ADDConfig, dim: int, device, generator: torch.Generator, reduce_grads=None, gather=None):
         self.cfg, self.dim, self.device, self.gen = cfg, dim, device, generator
         self.disc = mlp([dim, *cfg.hidden, 1]).to(device)
         self.scale = DeltaScale(dim, cfg.delta_norm_min).to(device)
         if cfg.optimizer == "sgd":
-            self.opt = torch.optim.SGD(self.disc.parameters(), lr=cfg.lr, momentum=cfg.momentum,
-                                       weight_decay=cfg.weight_decay)
+            self.opt = torch.optim.SGD(
+                self.disc.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+            )
         elif cfg.optimizer == "adam":
             self.opt = torch.optim.Adam(self.disc.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         else:
@@ -234,7 +231,7 @@ class ADDReward:
         mask = torch.ones(self.dim, device=self.device)
         if "root_pos" in layout:
             start = layout["root_pos"].start
-            mask[start:start + 2] = 0.0  # world x y: not observable by the actor; z (height) stays
+            mask[start : start + 2] = 0.0  # world x y: not observable by the actor; z (height) stays
         self.layout, self.mask = layout, mask
 
     def delta(self, sim: Features, ref: Features) -> torch.Tensor:
@@ -303,7 +300,7 @@ class ADDReward:
                 if n == 0:
                     neg = cur
                 else:
-                    idx = perm[i * bs:(i + 1) * bs]
+                    idx = perm[i * bs : (i + 1) * bs]
                     if idx.numel() == 0:  # this process has fewer samples than the largest: draw again
                         idx = self._draw(min(bs, n), n)
                     neg = cur[idx]
@@ -325,19 +322,26 @@ class ADDReward:
         lp = self.disc(x_pos).squeeze(-1)
         ln = self.disc(x_neg).squeeze(-1)
         g_pos, g_neg = torch.autograd.grad(lp.sum() + ln.sum(), (x_pos, x_neg), create_graph=True)
-        gp_pos = (g_pos ** 2).sum(-1).mean()
+        gp_pos = (g_pos**2).sum(-1).mean()
         bce_pos = F.binary_cross_entropy_with_logits(lp, torch.ones_like(lp))
         if ln.numel() > 0:
-            gp_neg = (g_neg ** 2).sum(-1).mean()
+            gp_neg = (g_neg**2).sum(-1).mean()
             bce_neg = F.binary_cross_entropy_with_logits(ln, torch.zeros_like(ln))
         else:  # no negative on this process yet (it still steps: every process makes the same steps)
             gp_neg = bce_neg = torch.zeros((), device=self.device)
         bce = 0.5 * (bce_pos + bce_neg)
         gp = 0.5 * (gp_pos + gp_neg)
         logit_w = self.disc[-1].weight
-        loss = bce + self.cfg.grad_penalty * gp + self.cfg.logit_reg * (logit_w ** 2).sum()
-        return {"loss": loss, "bce": bce, "gp": gp, "gp_pos": gp_pos, "gp_neg": gp_neg, "bce_pos": bce_pos,
-                "bce_neg": bce_neg}
+        loss = bce + self.cfg.grad_penalty * gp + self.cfg.logit_reg * (logit_w**2).sum()
+        return {
+            "loss": loss,
+            "bce": bce,
+            "gp": gp,
+            "gp_pos": gp_pos,
+            "gp_neg": gp_neg,
+            "bce_pos": bce_pos,
+            "bce_neg": bce_neg,
+        }
 
     def _step(self, neg: torch.Tensor) -> dict:
         """One optimizer step on `losses(neg)` (gradients averaged over processes first)."""
@@ -347,8 +351,11 @@ class ADDReward:
         if self.reduce_grads is not None:
             self.reduce_grads(self.disc.parameters())
         self.opt.step()
-        return {"disc_loss": float(terms["loss"].detach()), "disc_bce": float(terms["bce"].detach()),
-                "disc_gp": float(terms["gp"].detach())}
+        return {
+            "disc_loss": float(terms["loss"].detach()),
+            "disc_bce": float(terms["bce"].detach()),
+            "disc_gp": float(terms["gp"].detach()),
+        }
 
     def diagnostics(self, cur: torch.Tensor) -> dict:
         """D at the positive, mean D on `cur` and each group's share of |dD/dx| (x = delta / scale)."""
@@ -372,11 +379,17 @@ class ADDReward:
         return out
 
     def state_dict(self) -> dict:
-        return {"version": STATE_VERSION, "disc": self.disc.state_dict(), "scale": self.scale.state_dict(),
-                "opt": self.opt.state_dict(), "optimizer": self.cfg.optimizer,
-                "replay": self.replay[: min(self.replay_count, self.cfg.replay_size)].clone(),
-                "replay_count": self.replay_count, "gen": self.gen.get_state(),
-                "layout": None if self.layout is None else [(g, sl.start, sl.stop) for g, sl in self.layout.items()]}
+        return {
+            "version": STATE_VERSION,
+            "disc": self.disc.state_dict(),
+            "scale": self.scale.state_dict(),
+            "opt": self.opt.state_dict(),
+            "optimizer": self.cfg.optimizer,
+            "replay": self.replay[: min(self.replay_count, self.cfg.replay_size)].clone(),
+            "replay_count": self.replay_count,
+            "gen": self.gen.get_state(),
+            "layout": None if self.layout is None else [(g, sl.start, sl.stop) for g, sl in self.layout.items()],
+        }
 
     def load_state_dict(self, d: dict) -> None:
         version = d.get("version", 1)
@@ -384,10 +397,13 @@ class ADDReward:
             raise ConfigError(
                 f"ADD reward state of format {version} (this bcg_train writes {STATE_VERSION}: cumulative-mean "
                 "delta scale, root x y masked, epochs of discriminator steps); this checkpoint cannot be resumed "
-                "with the current ADD reward, start a new run")
+                "with the current ADD reward, start a new run"
+            )
         if d.get("optimizer") != self.cfg.optimizer:
-            raise ConfigError(f"ADD reward state: optimizer {d.get('optimizer')!r}, the config has "
-                              f"add.optimizer {self.cfg.optimizer!r}")
+            raise ConfigError(
+                f"ADD reward state: optimizer {d.get('optimizer')!r}, the config has "
+                f"add.optimizer {self.cfg.optimizer!r}"
+            )
         self.disc.load_state_dict(d["disc"])
         self.scale.load_state_dict(d["scale"])
         self.opt.load_state_dict(d["opt"])

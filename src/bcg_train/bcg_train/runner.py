@@ -62,8 +62,7 @@ def sim_config_for(cfg: TrainConfig, rank: int = 0):
     from bcg_sim.diffsim import load_sim_config
 
     sim = load_sim_config().with_kappa(cfg.kappa)
-    bcg = dc.replace(sim.bcg, enabled=ALGORITHMS[cfg.algo].bcg,
-                     seed=derive_seed(cfg.seed + sim.bcg.seed, "bcg", rank))
+    bcg = dc.replace(sim.bcg, enabled=ALGORITHMS[cfg.algo].bcg, seed=derive_seed(cfg.seed + sim.bcg.seed, "bcg", rank))
     return dc.replace(sim, device=cfg.device, bcg=bcg).validate()
 
 
@@ -87,13 +86,16 @@ def load_motion(cfg: TrainConfig, control_hz: float):
     try:
         motion = window(motion, t.motion_start, t.motion_end)
     except ValueError as exc:
-        raise TaskError(f"motion {t.motion!r}: task.motion_start/motion_end (--motion-start/--motion-end): "
-                        f"{exc}") from exc
+        raise TaskError(
+            f"motion {t.motion!r}: task.motion_start/motion_end (--motion-start/--motion-end): {exc}"
+        ) from exc
     need = rollout_horizon(cfg) + t.start_margin + 2
     if motion.num_frames < need:
-        raise TaskError(f"motion {t.motion!r}: the window {t.motion_start:g}-{t.motion_start + motion.duration:g} s "
-                        f"holds {motion.num_frames} frames at {control_hz:g} Hz, shorter than horizon "
-                        f"{rollout_horizon(cfg)} + task.start_margin {t.start_margin} + 2")
+        raise TaskError(
+            f"motion {t.motion!r}: the window {t.motion_start:g}-{t.motion_start + motion.duration:g} s "
+            f"holds {motion.num_frames} frames at {control_hz:g} Hz, shorter than horizon "
+            f"{rollout_horizon(cfg)} + task.start_margin {t.start_margin} + 2"
+        )
     return motion
 
 
@@ -130,8 +132,9 @@ def check_run_folder(run: Path) -> tuple[TrainConfig, int]:
     old = _contract_core(saved)
     diff = sorted(k for k in set(now) | set(old) if now.get(k) != old.get(k))
     if diff:
-        raise RunError(f"{run}: made with another policy contract ({', '.join(diff)} differ from this bcg's); "
-                       "it cannot be resumed")
+        raise RunError(
+            f"{run}: made with another policy contract ({', '.join(diff)} differ from this bcg's); it cannot be resumed"
+        )
     return cfg, procs
 
 
@@ -140,8 +143,9 @@ class Trainer:
     """The training loop of one process (rank): task, algorithm, budget, evaluations, checkpoints.
     `train()` returns the exit code."""
 
-    def __init__(self, cfg: TrainConfig, out: Path, comm: Comm, procs: int, resume: bool,
-                 budget_text: str | None = None):
+    def __init__(
+        self, cfg: TrainConfig, out: Path, comm: Comm, procs: int, resume: bool, budget_text: str | None = None
+    ):
         self.cfg, self.out, self.comm, self.procs, self.resume = cfg, out, comm, procs, resume
         self.budget = parse_budget(budget_text or cfg.budget)
         self.stop_signal: int | None = None
@@ -157,8 +161,10 @@ class Trainer:
         self.contract = contract_for(self.motion.name)
         horizon = rollout_horizon(cfg)
         if self.motion.num_frames < horizon + cfg.task.start_margin + 2:
-            raise TaskError(f"motion {self.motion.name!r} has {self.motion.num_frames} frames, shorter than "
-                            f"horizon {horizon} + task.start_margin {cfg.task.start_margin} + 2")
+            raise TaskError(
+                f"motion {self.motion.name!r} has {self.motion.num_frames} frames, shorter than "
+                f"horizon {horizon} + task.start_margin {cfg.task.start_margin} + 2"
+            )
         from bcg_sim.diffsim import G1DiffEnv  # after the input checks: building the simulator takes seconds
 
         self.env = G1DiffEnv(sim, cfg.num_envs // self.procs)
@@ -199,16 +205,24 @@ class Trainer:
     def save_checkpoint(self) -> bool:
         """Write this rank's checkpoint atomically; refuses (returns False) when any weight is non-finite."""
         if not all_finite(self.algo.modules()):
-            print(f"bcg-train: not writing a checkpoint at iteration {self.iteration}: non-finite weights",
-                  file=sys.stderr)
+            print(
+                f"bcg-train: not writing a checkpoint at iteration {self.iteration}: non-finite weights",
+                file=sys.stderr,
+            )
             return False
         bundler = self.env.bundler
-        state = {"iteration": self.iteration, "samples": self.samples, "elapsed": self.elapsed,
-                 "first_row": self.first_row, "last_eval": self.last_eval, "best_eval": self.best_eval,
-                 "algo": self.algo.state_dict(),
-                 "task": self.task.state_dict(),
-                 "torch_rng": torch.get_rng_state(),
-                 "bcg_gen": bundler.gen.get_state() if bundler is not None else None}
+        state = {
+            "iteration": self.iteration,
+            "samples": self.samples,
+            "elapsed": self.elapsed,
+            "first_row": self.first_row,
+            "last_eval": self.last_eval,
+            "best_eval": self.best_eval,
+            "algo": self.algo.state_dict(),
+            "task": self.task.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "bcg_gen": bundler.gen.get_state() if bundler is not None else None,
+        }
         path = self._ckpt_path()
         tmp = path.with_suffix(".tmp")
         torch.save(state, tmp)
@@ -232,6 +246,7 @@ class Trainer:
 
     def _install_signals(self) -> dict:
         """SIGINT / SIGTERM set `stop_signal` (the loop saves a checkpoint and stops); returns the old handlers."""
+
         def handler(signum, frame):
             self.stop_signal = signum
 
@@ -260,9 +275,13 @@ class Trainer:
                 last = max(0.0, policy.reference.duration - e.seconds)
                 starts = [float(t) for t in np.linspace(0.0, last, e.starts)]
                 win = window_tracking(policy, eval_cfg, starts, e.seconds, self.cfg.kappa)
-                row = {"iteration": self.iteration, "samples": self.samples, "wall_s": round(self.elapsed, 3),
-                       **{k: clip[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")},
-                       **{f"win_{k}": win[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")}}
+                row = {
+                    "iteration": self.iteration,
+                    "samples": self.samples,
+                    "wall_s": round(self.elapsed, 3),
+                    **{k: clip[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")},
+                    **{f"win_{k}": win[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")},
+                }
                 key = (row["falls"], row["e_track_cm"])
                 if self.best_eval is None or key < tuple(self.best_eval[:2]):
                     self.best_eval = [row["falls"], row["e_track_cm"], self.iteration]
@@ -286,8 +305,14 @@ class Trainer:
             self.load_checkpoint()
         self.prepare_folder()
         old_handlers = self._install_signals()
-        self.log = TrainLog(self.out, self.budget, f"{self.cfg.algo} {self.motion.name}", self.comm.is_main,
-                            self.iteration if self.resume else None, self._progress())
+        self.log = TrainLog(
+            self.out,
+            self.budget,
+            f"{self.cfg.algo} {self.motion.name}",
+            self.comm.is_main,
+            self.iteration if self.resume else None,
+            self._progress(),
+        )
         code = 0
         t0 = time.perf_counter() - self.elapsed
         try:
@@ -303,13 +328,17 @@ class Trainer:
                 if stop or guard or self.iteration % self.cfg.checkpoint_every == 0:
                     self.save_checkpoint()
                 if guard:
-                    self.log.message(f"bcg-train: stopped at iteration {self.iteration}: {guard}; last good weights "
-                                     f"in {self._ckpt_path(0)}")
+                    self.log.message(
+                        f"bcg-train: stopped at iteration {self.iteration}: {guard}; last good weights "
+                        f"in {self._ckpt_path(0)}"
+                    )
                     code = EXIT_GUARD_STOP
                     break
                 if stop:
-                    self.log.message(f"bcg-train: interrupted at iteration {self.iteration}; checkpoint saved, "
-                                     f"continue with: bcg-train --resume {self.out}")
+                    self.log.message(
+                        f"bcg-train: interrupted at iteration {self.iteration}; checkpoint saved, "
+                        f"continue with: bcg-train --resume {self.out}"
+                    )
                     code = 128 + int(self.stop_signal or signal.SIGTERM)
                     break
             else:
@@ -343,8 +372,14 @@ class Trainer:
         return {"iterations": self.iteration, "samples": self.samples, "seconds": self.elapsed}[self.budget.kind]
 
     def export(self, out: Path) -> Path:
-        return export_run_state(self.algo.policy_network(), self.algo.norm, self.cfg, self.out, out,
-                                f"{self.cfg.algo} on {self.motion.name}, iteration {self.iteration}")
+        return export_run_state(
+            self.algo.policy_network(),
+            self.algo.norm,
+            self.cfg,
+            self.out,
+            out,
+            f"{self.cfg.algo} on {self.motion.name}, iteration {self.iteration}",
+        )
 
     def write_summary(self) -> None:
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
@@ -352,16 +387,24 @@ class Trainer:
         if not self.comm.is_main:
             return
         last = _last_row(self.out / METRICS_FILE)
-        summary = {"algo": self.cfg.algo, "motion": self.motion.name, "kappa": self.cfg.kappa,
-                   "procs": self.procs, "iterations": self.iteration, "samples": self.samples,
-                   "wall_s": round(self.elapsed, 2),
-                   "s_per_iteration": round(self.elapsed / self.iteration, 3) if self.iteration else None,
-                   "e_track_cm_first": (self.first_row or {}).get("e_track_cm"),
-                   "e_track_cm_last": last.get("e_track_cm"), "falls_total": _sum_col(self.out / METRICS_FILE, "falls"),
-                   **_eval_ends(self.out / EVAL_FILE),
-                   "best_eval": self.best_eval,
-                   "skipped_total": last.get("skipped_total"), "peak_rss_mb_rank0": round(peak_mb, 1),
-                   "peak_rss_mb_all_procs": round(total_peak, 1)}
+        summary = {
+            "algo": self.cfg.algo,
+            "motion": self.motion.name,
+            "kappa": self.cfg.kappa,
+            "procs": self.procs,
+            "iterations": self.iteration,
+            "samples": self.samples,
+            "wall_s": round(self.elapsed, 2),
+            "s_per_iteration": round(self.elapsed / self.iteration, 3) if self.iteration else None,
+            "e_track_cm_first": (self.first_row or {}).get("e_track_cm"),
+            "e_track_cm_last": last.get("e_track_cm"),
+            "falls_total": _sum_col(self.out / METRICS_FILE, "falls"),
+            **_eval_ends(self.out / EVAL_FILE),
+            "best_eval": self.best_eval,
+            "skipped_total": last.get("skipped_total"),
+            "peak_rss_mb_rank0": round(peak_mb, 1),
+            "peak_rss_mb_all_procs": round(total_peak, 1),
+        }
         with open(self.out / SUMMARY_FILE, "w") as f:
             json.dump(summary, f, indent=1)
         print("bcg-train summary: " + ", ".join(f"{k}={v}" for k, v in summary.items()), file=sys.stderr)
@@ -381,8 +424,14 @@ def _eval_ends(path: Path) -> dict:
         return {}
     out = {}
     for tag, r in (("first", rows[0]), ("last", rows[-1])):
-        out.update({f"eval_{tag}_iteration": int(r["iteration"]), f"eval_{tag}_e_track_cm": float(r["e_track_cm"]),
-                    f"eval_{tag}_falls": float(r["falls"]), f"eval_{tag}_survival_s": float(r["survival_s"])})
+        out.update(
+            {
+                f"eval_{tag}_iteration": int(r["iteration"]),
+                f"eval_{tag}_e_track_cm": float(r["e_track_cm"]),
+                f"eval_{tag}_falls": float(r["falls"]),
+                f"eval_{tag}_survival_s": float(r["survival_s"]),
+            }
+        )
     return out
 
 
@@ -421,8 +470,11 @@ def make_algorithm(cfg: TrainConfig, task: Task, comm: Comm, total_iters: int | 
 # ---------------------------------------------------------------------------------------------- export
 def export_run_state(network, norm, cfg: TrainConfig, run: Path, out: Path, description: str) -> Path:
     """Export `network` (normalized obs -> raw action) with the run's contract and `norm`'s statistics."""
-    contract = PolicyContract.from_dict(yaml.safe_load(open(run / CONTRACT_FILE)), str(run / CONTRACT_FILE)) \
-        if (run / CONTRACT_FILE).is_file() else None
+    contract = (
+        PolicyContract.from_dict(yaml.safe_load(open(run / CONTRACT_FILE)), str(run / CONTRACT_FILE))
+        if (run / CONTRACT_FILE).is_file()
+        else None
+    )
     if contract is None:
         raise RunError(f"{run}: no {CONTRACT_FILE}")
     contract.observation.mean = [float(x) for x in norm.mean]
@@ -446,8 +498,9 @@ def export_run(run: Path, out: Path) -> Path:
     cfg, procs = check_run_folder(run)
     d = torch.load(run / "checkpoints" / "last.pt", map_location="cpu", weights_only=False)
     network, norm = networks_from_checkpoint(cfg, run, d)
-    return export_run_state(network, norm, cfg, run, out,
-                            f"{cfg.algo} on {cfg.task.motion}, iteration {d['iteration']}")
+    return export_run_state(
+        network, norm, cfg, run, out, f"{cfg.algo} on {cfg.task.motion}, iteration {d['iteration']}"
+    )
 
 
 def networks_from_checkpoint(cfg: TrainConfig, run: Path, d: dict):

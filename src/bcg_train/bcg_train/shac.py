@@ -42,8 +42,9 @@ def hidden_layers(n_in: int, hidden: list[int], layer_norm: bool) -> torch.nn.Se
 
 def critic_network(n_in: int, hidden: list[int], layer_norm: bool) -> torch.nn.Sequential:
     """Critic input [B, n_in] -> value [B, 1]."""
-    return torch.nn.Sequential(*hidden_layers(n_in, hidden, layer_norm),
-                               torch.nn.Linear(hidden[-1] if hidden else n_in, 1))
+    return torch.nn.Sequential(
+        *hidden_layers(n_in, hidden, layer_norm), torch.nn.Linear(hidden[-1] if hidden else n_in, 1)
+    )
 
 
 class Actor(torch.nn.Module):
@@ -84,8 +85,7 @@ class SHAC:
         actor.load_state_dict(state["actor"])
         return actor
 
-    def __init__(self, cfg: TrainConfig, task: Task, reward, comm: Comm, total_iters: int | None,
-                 seed: int):
+    def __init__(self, cfg: TrainConfig, task: Task, reward, comm: Comm, total_iters: int | None, seed: int):
         self.cfg, self.shac = cfg, cfg.shac
         self.task, self.env, self.reward, self.comm = task, task.env, reward, comm
         self.device = task.device
@@ -98,10 +98,12 @@ class SHAC:
         # leave dV/d(height) -- what pushes the pelvis back up through gamma^h V(s_h) -- small
         self.priv_norm = RunningNorm(PRIVILEGED_DIM, cfg.task.obs_norm_clip, cfg.task.obs_norm_epsilon).to(self.device)
         self.actor = Actor(n_obs, self.shac.actor_hidden, self.shac.layer_norm).to(self.device)
-        self.critic = critic_network(n_obs + PRIVILEGED_DIM, self.shac.critic_hidden,
-                                     self.shac.layer_norm).to(self.device)
-        self.target_critic = critic_network(n_obs + PRIVILEGED_DIM, self.shac.critic_hidden,
-                                            self.shac.layer_norm).to(self.device)
+        self.critic = critic_network(n_obs + PRIVILEGED_DIM, self.shac.critic_hidden, self.shac.layer_norm).to(
+            self.device
+        )
+        self.target_critic = critic_network(n_obs + PRIVILEGED_DIM, self.shac.critic_hidden, self.shac.layer_norm).to(
+            self.device
+        )
         self.target_critic.load_state_dict(self.critic.state_dict())
         for p in self.target_critic.parameters():
             p.requires_grad_(False)
@@ -135,8 +137,10 @@ class SHAC:
             return None
         hidden = self.actor.head.in_features
         r = min(self.shac.gradvar_rows, NUM_ACTIONS)
-        return (torch.zeros(self.n, r, hidden, device=self.device, requires_grad=True),
-                torch.zeros(self.n, NUM_ACTIONS, device=self.device, requires_grad=True))
+        return (
+            torch.zeros(self.n, r, hidden, device=self.device, requires_grad=True),
+            torch.zeros(self.n, NUM_ACTIONS, device=self.device, requires_grad=True),
+        )
 
     # ------------------------------------------------------------------ one iteration
     def rollout_loss(self, probes=None, update_norm: bool = True) -> tuple[torch.Tensor, dict, dict]:
@@ -158,8 +162,17 @@ class SHAC:
         discount = torch.ones(n, device=self.device)  # gamma^(t - start)
         rec = {"cin": [], "r": [], "done": [], "next_v": []}
         seen_obs, seen_priv = [], []
-        log = {"reward": 0.0, "e_track_cm": 0.0, "falls": 0, "terminations": 0, "episodes": 0,
-               "episode_len_sum": 0, "touchdowns": 0, "bundled_steps": 0, "nonfinite": 0}
+        log = {
+            "reward": 0.0,
+            "e_track_cm": 0.0,
+            "falls": 0,
+            "terminations": 0,
+            "episodes": 0,
+            "episode_len_sum": 0,
+            "touchdowns": 0,
+            "bundled_steps": 0,
+            "nonfinite": 0,
+        }
         for t in range(h):
             seen_obs.append(obs.detach())
             seen_priv.append(priv.detach())
@@ -179,8 +192,9 @@ class SHAC:
             done = terminated | timeout
             next_obs = task.observation(out.state, task.frame, action)
             next_priv = task.privileged(out.state, task.frame)
-            next_v = self.target_critic(self._critic_in(self.norm(_finite_rows(next_obs)),
-                                                        _finite_rows(next_priv))).squeeze(-1)
+            next_v = self.target_critic(
+                self._critic_in(self.norm(_finite_rows(next_obs)), _finite_rows(next_priv))
+            ).squeeze(-1)
             next_v = torch.where(terminated, torch.zeros_like(next_v), next_v)  # no bootstrap past a fall
             bad = ~torch.isfinite(r) | ~torch.isfinite(next_v)
             r = torch.where(bad, torch.zeros_like(r), r)
@@ -237,8 +251,10 @@ class SHAC:
         self.comm.reduce_grads(params)
         grads = [p.grad for p in params if p.grad is not None]
         grad_norm = float(torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads]))) if grads else math.nan
-        ok = self.comm.sum_int(int(loss_ok and math.isfinite(grad_norm) and grad_norm <= sc.max_grad_norm)) \
+        ok = (
+            self.comm.sum_int(int(loss_ok and math.isfinite(grad_norm) and grad_norm <= sc.max_grad_norm))
             == self.comm.world_size
+        )
         if ok:
             torch.nn.utils.clip_grad_norm_(params, sc.grad_clip)
             self.actor_opt.step()
@@ -254,7 +270,8 @@ class SHAC:
             gradvar = float(gradient_variance(grads))
             if sc.gradvar_bootstrap > 0:
                 gradvar_std = bootstrap_variance_std(  # seeded by iteration: a resumed run logs the same figure
-                    grads, sc.gradvar_bootstrap, np.random.default_rng(derive_seed(self.seed, "gradvar", self.iter)))
+                    grads, sc.gradvar_bootstrap, np.random.default_rng(derive_seed(self.seed, "gradvar", self.iter))
+                )
 
         # 3. critic on TD(lambda) targets
         critic_loss = self._update_critic(rec["cin"], rec["r"], rec["done"], rec["next_v"]) if ok else math.nan
@@ -263,21 +280,31 @@ class SHAC:
         self.iter += 1
         episodes = log.pop("episodes")
         ep_len_sum = log.pop("episode_len_sum")
-        means = {"actor_loss": float(loss.detach()), "critic_loss": critic_loss, "grad_norm": grad_norm,
-                 "gradvar": gradvar, "gradvar_std": gradvar_std, "lr_actor": sc.actor_lr * self._lr_frac(), **log,
-                 **discriminator_log, "skipped": int(not ok),
-                 "bcg_triggers": bcg["triggers"], "bcg_bundles": bcg["bundles_completed"],
-                 "bcg_overflow": bcg["overflow"], "bcg_pool_use": bcg["pool_use_mean"],
-                 "bcg_spread_pos": bcg["branch_spread_pos"]}
+        means = {
+            "actor_loss": float(loss.detach()),
+            "critic_loss": critic_loss,
+            "grad_norm": grad_norm,
+            "gradvar": gradvar,
+            "gradvar_std": gradvar_std,
+            "lr_actor": sc.actor_lr * self._lr_frac(),
+            **log,
+            **discriminator_log,
+            "skipped": int(not ok),
+            "bcg_triggers": bcg["triggers"],
+            "bcg_bundles": bcg["bundles_completed"],
+            "bcg_overflow": bcg["overflow"],
+            "bcg_pool_use": bcg["pool_use_mean"],
+            "bcg_spread_pos": bcg["branch_spread_pos"],
+        }
         counts = {k: log[k] for k in ("falls", "terminations", "nonfinite")}
-        return reduce_iteration_log(self.comm, means, counts, episodes, ep_len_sum, n * sc.horizon,
-                                    self.skipped_total)
+        return reduce_iteration_log(self.comm, means, counts, episodes, ep_len_sum, n * sc.horizon, self.skipped_total)
 
     def stop_reason(self) -> str | None:
         if self.consecutive_skips < self.shac.max_consecutive_skips:
             return None
-        return (f"{self.consecutive_skips} updates in a row skipped (non-finite or gradient norm above "
-                "shac.max_grad_norm)")
+        return (
+            f"{self.consecutive_skips} updates in a row skipped (non-finite or gradient norm above shac.max_grad_norm)"
+        )
 
     def td_lambda_targets(self, r: torch.Tensor, done: torch.Tensor, next_v: torch.Tensor) -> torch.Tensor:
         """TD(lambda) returns [h, N]: G_t = r_t + gamma ((1 - lam) V_{t+1} + lam G_{t+1}), where an episode
@@ -302,7 +329,7 @@ class SHAC:
         for _ in range(sc.critic_iters):
             perm = torch.randperm(x.shape[0], generator=self.noise_gen).to(self.device)
             for i in range(sc.critic_minibatches):
-                idx = perm[i * mb:(i + 1) * mb]
+                idx = perm[i * mb : (i + 1) * mb]
                 if idx.numel() == 0:
                     continue
                 loss = ((self.critic(x[idx]).squeeze(-1) - y[idx]) ** 2).mean()
@@ -326,12 +353,20 @@ class SHAC:
         return [self.actor, self.critic, self.target_critic, self.norm, self.priv_norm, *self.reward.modules()]
 
     def state_dict(self) -> dict:
-        return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
-                "target_critic": self.target_critic.state_dict(), "norm": self.norm.state_dict(),
-                "priv_norm": self.priv_norm.state_dict(),
-                "actor_opt": self.actor_opt.state_dict(), "critic_opt": self.critic_opt.state_dict(),
-                "reward": self.reward.state_dict(), "noise_gen": self.noise_gen.get_state(), "iter": self.iter,
-                "skipped_total": self.skipped_total, "consecutive_skips": self.consecutive_skips}
+        return {
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "target_critic": self.target_critic.state_dict(),
+            "norm": self.norm.state_dict(),
+            "priv_norm": self.priv_norm.state_dict(),
+            "actor_opt": self.actor_opt.state_dict(),
+            "critic_opt": self.critic_opt.state_dict(),
+            "reward": self.reward.state_dict(),
+            "noise_gen": self.noise_gen.get_state(),
+            "iter": self.iter,
+            "skipped_total": self.skipped_total,
+            "consecutive_skips": self.consecutive_skips,
+        }
 
     def load_state_dict(self, d: dict) -> None:
         self.actor.load_state_dict(d["actor"])

@@ -41,8 +41,12 @@ CM_PER_M = 100.0
 PRIVILEGED_DIM = 7  # Task.privileged
 END_EFFECTORS = ("left_ankle_roll_link", "right_ankle_roll_link", "left_wrist_yaw_link", "right_wrist_yaw_link")
 # observation features that carry sensor noise -> the task.randomize key of their std
-_OBS_NOISE = {"joint_pos_rel": "obs_joint_pos", "joint_vel": "obs_joint_vel", "base_ang_vel_b": "obs_ang_vel",
-              "projected_gravity_b": "obs_gravity"}
+_OBS_NOISE = {
+    "joint_pos_rel": "obs_joint_pos",
+    "joint_vel": "obs_joint_vel",
+    "base_ang_vel_b": "obs_ang_vel",
+    "projected_gravity_b": "obs_gravity",
+}
 
 
 class TaskError(ValueError):
@@ -116,7 +120,7 @@ class RunningNorm(torch.nn.Module):
         tot = self.count + n
         delta = m - self.mean
         self.mean += delta * n / tot
-        self.var.copy_((self.var * self.count + v * n + delta ** 2 * self.count * n / tot) / tot)
+        self.var.copy_((self.var * self.count + v * n + delta**2 * self.count * n / tot) / tot)
         self.count.copy_(tot)
 
     @property
@@ -137,21 +141,32 @@ class Task:
         self.device = env.device
         self.n = env.num_worlds
         if abs(motion.fps - env.cfg.control_hz) > 1e-6:
-            raise TaskError(f"motion {motion.name!r}: {motion.fps} fps, the task needs the control rate "
-                            f"{env.cfg.control_hz} (load it with fps=control_hz)")
+            raise TaskError(
+                f"motion {motion.name!r}: {motion.fps} fps, the task needs the control rate "
+                f"{env.cfg.control_hz} (load it with fps=control_hz)"
+            )
         if list(motion.body_names) != list(env.body_names):
             raise TaskError(f"motion {motion.name!r}: body list differs from the simulator's G1")
         self.num_frames = motion.num_frames
         need = horizon + cfg.task.start_margin + 2
         if self.num_frames < need:
-            raise TaskError(f"motion {motion.name!r} has {self.num_frames} frames at {motion.fps:g} Hz, shorter "
-                            f"than horizon {horizon} + task.start_margin {cfg.task.start_margin} + 2")
+            raise TaskError(
+                f"motion {motion.name!r} has {self.num_frames} frames at {motion.fps:g} Hz, shorter "
+                f"than horizon {horizon} + task.start_margin {cfg.task.start_margin} + 2"
+            )
 
         def t(a):
             return torch.as_tensor(a, dtype=torch.float32, device=self.device)
 
-        self.ref = Kinematics(t(motion.root_pos_w), t(motion.root_quat_w), t(motion.root_lin_vel_w),
-                              t(motion.root_ang_vel_w), t(motion.joint_pos), t(motion.joint_vel), t(motion.body_pos_w))
+        self.ref = Kinematics(
+            t(motion.root_pos_w),
+            t(motion.root_quat_w),
+            t(motion.root_lin_vel_w),
+            t(motion.root_ang_vel_w),
+            t(motion.joint_pos),
+            t(motion.joint_vel),
+            t(motion.body_pos_w),
+        )
         self.k = contract.observation.ref_horizon
         self.default_joint_pos = torch.as_tensor(contract.default_joint_pos, dtype=torch.float32, device=self.device)
         self.frame = torch.zeros(self.n, dtype=torch.long, device=self.device)  # current clip frame per world
@@ -171,15 +186,19 @@ class Task:
         self.delayed = torch.zeros(self.n, dtype=torch.bool, device=self.device)  # this episode's actions act late
         self._control_hz = env.cfg.control_hz
         rz = cfg.task.randomize
-        std = [torch.full((item.size,), getattr(rz, _OBS_NOISE[item.name]) if item.name in _OBS_NOISE else 0.0)
-               for item in contract.observation.layout]
+        std = [
+            torch.full((item.size,), getattr(rz, _OBS_NOISE[item.name]) if item.name in _OBS_NOISE else 0.0)
+            for item in contract.observation.layout
+        ]
         self.obs_noise_std = torch.cat(std).to(self.device)  # [n_obs]
         self.physics_keys = rz.physics_keys_on()  # per-world physics drawn at each start (none: the sim config's)
         if self.physics_keys:
             key = f"task.randomize.{self.physics_keys[0]}"
             if env.cfg.backend != "native":
-                raise ConfigError(f"train config: {key}: per-world physics randomization needs the native backend; "
-                                  f"backend {env.cfg.backend!r} cannot run it")
+                raise ConfigError(
+                    f"train config: {key}: per-world physics randomization needs the native backend; "
+                    f"backend {env.cfg.backend!r} cannot run it"
+                )
             from bcg_sim.diffsim.native import check_gain_range
 
             check_gain_range(env.cfg, rz.kp_scale[1], rz.kd_scale[0], "train config: task.randomize.kp_scale/kd_scale")
@@ -327,8 +346,9 @@ class Task:
     @staticmethod
     def sim_kinematics(out) -> Kinematics:
         s = out.state
-        return Kinematics(s.root_pos_w, s.root_quat_w, s.root_lin_vel_w, s.root_ang_vel_w, s.joint_pos,
-                          s.joint_vel, out.body_pos_w)
+        return Kinematics(
+            s.root_pos_w, s.root_quat_w, s.root_lin_vel_w, s.root_ang_vel_w, s.joint_pos, s.joint_vel, out.body_pos_w
+        )
 
     # ------------------------------------------------------------------ observation / action
     def reference_window(self, frames: torch.Tensor) -> ReferenceWindow:
@@ -338,15 +358,22 @@ class Task:
         past_end = (f >= self.num_frames - 1)[..., None]
         f = f.clamp(max=self.num_frames - 1)
         zero = torch.zeros((), device=self.device)
-        return ReferenceWindow(self.ref.joint_pos[f], self.ref.root_quat_w[f],
-                               torch.where(past_end, zero, self.ref.root_lin_vel_w[f]),
-                               torch.where(past_end, zero, self.ref.root_ang_vel_w[f]))
+        return ReferenceWindow(
+            self.ref.joint_pos[f],
+            self.ref.root_quat_w[f],
+            torch.where(past_end, zero, self.ref.root_lin_vel_w[f]),
+            torch.where(past_end, zero, self.ref.root_ang_vel_w[f]),
+        )
 
     def observation(self, state, frames: torch.Tensor, last_action: torch.Tensor) -> torch.Tensor:
         """Raw actor observation [N, n_obs] of a SimState (differentiable), by bcg_sim.policy.build_observation;
         exact (no sensor noise: `sensor_noise` draws it)."""
-        robot = RobotState(state.joint_pos, state.joint_vel, state.root_quat_w,
-                           quat_rotate_inv(state.root_quat_w, state.root_ang_vel_w))
+        robot = RobotState(
+            state.joint_pos,
+            state.joint_vel,
+            state.root_quat_w,
+            quat_rotate_inv(state.root_quat_w, state.root_ang_vel_w),
+        )
         phase = (frames.to(torch.float32) / max(self.num_frames - 1, 1)).clamp(0, 1)[:, None]
         return build_observation(robot, self.reference_window(frames), last_action, phase, self.contract)
 
@@ -362,8 +389,9 @@ class Task:
         position minus the pelvis' [m], both in the pelvis frame (frames [N]: the state's clip frame)."""
         q = state.root_quat_w
         offset_w = self.ref.root_pos_w[frames.clamp(0, self.num_frames - 1)] - state.root_pos_w
-        return torch.cat([state.root_pos_w[:, 2:3], quat_rotate_inv(q, state.root_lin_vel_w),
-                          quat_rotate_inv(q, offset_w)], -1)
+        return torch.cat(
+            [state.root_pos_w[:, 2:3], quat_rotate_inv(q, state.root_lin_vel_w), quat_rotate_inv(q, offset_w)], -1
+        )
 
     def delay(self, action: torch.Tensor) -> torch.Tensor:
         """The raw action [N, 29] that reaches the motors this step: in worlds whose episode drew a delay
@@ -380,14 +408,21 @@ class Task:
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
         s = self.env.state
-        return {"frame": self.frame.clone(), "steps": self.steps.clone(),
-                "last_action": self.last_action.detach().clone(),
-                "sim_state": [x.detach().clone() for x in s.as_tuple()], "gen": self.gen.get_state(),
-                "joint_q": self.env.joint_q.detach().clone(), "joint_qd": self.env.joint_qd.detach().clone(),
-                "hazard": self.hazard.clone(), "push_timer": self.push_timer.clone(),
-                "delayed": self.delayed.clone(),
-                "world_params": None if self.env.world_params is None else
-                {k: v.clone() for k, v in self.env.world_params.as_dict().items()}}
+        return {
+            "frame": self.frame.clone(),
+            "steps": self.steps.clone(),
+            "last_action": self.last_action.detach().clone(),
+            "sim_state": [x.detach().clone() for x in s.as_tuple()],
+            "gen": self.gen.get_state(),
+            "joint_q": self.env.joint_q.detach().clone(),
+            "joint_qd": self.env.joint_qd.detach().clone(),
+            "hazard": self.hazard.clone(),
+            "push_timer": self.push_timer.clone(),
+            "delayed": self.delayed.clone(),
+            "world_params": None
+            if self.env.world_params is None
+            else {k: v.clone() for k, v in self.env.world_params.as_dict().items()},
+        }
 
     def load_state_dict(self, d: dict) -> None:
         from bcg_sim.diffsim import SimState

@@ -61,8 +61,7 @@ class _StepBuffers:
         model = m.model
         self.states = [model.state(requires_grad=requires_grad) for _ in range(substeps + 1)]
         self.controls = [model.control(requires_grad=requires_grad) for _ in range(substeps)]
-        self.target = wp.zeros((m.num_worlds, NUM_JOINTS), dtype=float, device=m.device,
-                               requires_grad=requires_grad)
+        self.target = wp.zeros((m.num_worlds, NUM_JOINTS), dtype=float, device=m.device, requires_grad=requires_grad)
         # One tape per substep: backward replays them last to first, re-running each substep's forward
         # first (see _SimStep.backward).
         self.tapes = [wp.Tape() for _ in range(substeps)] if requires_grad else None
@@ -86,8 +85,10 @@ class Simulator:
     def __init__(self, cfg: SimConfig, num_worlds: int):
         cfg.validate()
         if cfg.backend != "newton":
-            raise ConfigError(f"sim config: backend: bridge.Simulator is the newton backend, the config says "
-                              f"{cfg.backend!r}; use make_simulator(cfg, n) or cfg.with_backend('newton')")
+            raise ConfigError(
+                f"sim config: backend: bridge.Simulator is the newton backend, the config says "
+                f"{cfg.backend!r}; use make_simulator(cfg, n) or cfg.with_backend('newton')"
+            )
         self.cfg = cfg
         self.substeps = cfg.substeps
         self.m = build_model(cfg, num_worlds, requires_grad=True)
@@ -133,19 +134,24 @@ class Simulator:
         grad; otherwise runs forward only on scratch buffers.
         """
         n = self.num_worlds
-        for name, t, shape in (("target_q", target_q, (n, NUM_JOINTS)), ("joint_q", joint_q, (n, COORDS_PER_WORLD)),
-                               ("joint_qd", joint_qd, (n, DOFS_PER_WORLD))):
+        for name, t, shape in (
+            ("target_q", target_q, (n, NUM_JOINTS)),
+            ("joint_q", joint_q, (n, COORDS_PER_WORLD)),
+            ("joint_qd", joint_qd, (n, DOFS_PER_WORLD)),
+        ):
             if tuple(t.shape) != shape:
                 raise ValueError(f"Simulator.step: {name} has shape {tuple(t.shape)}, expected {shape}")
-        differentiable = torch.is_grad_enabled() and any(
-            t.requires_grad for t in (target_q, joint_q, joint_qd))
+        differentiable = torch.is_grad_enabled() and any(t.requires_grad for t in (target_q, joint_q, joint_qd))
         if differentiable:
             q, qd, bq, bqd = _SimStep.apply(self, target_q, joint_q, joint_qd)
         else:
             buf = self._forward(self._scratch_buffers(), target_q, joint_q, joint_qd, record=False)
             q, qd, bq, bqd = (buf.q_out.clone(), buf.qd_out.clone(), buf.body_q.clone(), buf.body_qd.clone())
         return StepOutput(
-            joint_q=q, joint_qd=qd, body_q=bq, body_qd=bqd,
+            joint_q=q,
+            joint_qd=qd,
+            body_q=bq,
+            body_qd=bqd,
             foot_force=wp.to_torch(self._foot_force).clone(),
             foot_force_peak=wp.to_torch(self._foot_peak).clone(),
             foot_penetration=wp.to_torch(self._foot_pen).clone(),
@@ -161,7 +167,8 @@ class Simulator:
         if self._slot >= self.cfg.max_tape_steps:
             raise RuntimeError(
                 f"rollout recorded {self._slot} differentiable control steps, the limit max_tape_steps="
-                f"{self.cfg.max_tape_steps}; call new_rollout() (after backward) or raise the limit")
+                f"{self.cfg.max_tape_steps}; call new_rollout() (after backward) or raise the limit"
+            )
         if self._slot == len(self._tape_buffers):
             self._tape_buffers.append(_StepBuffers(self.m, self.substeps, requires_grad=True))
         buf = self._tape_buffers[self._slot]
@@ -190,10 +197,23 @@ class Simulator:
         for i in range(self.substeps):
             self._substep(buf, i, buf.tapes[i] if record else None)
             s_out = buf.states[i + 1]
-            wp.launch(kernels.foot_contact_stats, dim=(n, 2),
-                      inputs=[s_out.body_q, s_out.body_qd, m.model.body_com, m.foot_body_arr, m.foot_sphere_start,
-                              m.sphere_pos_b, m.sphere_radius, m.bodies_per_world, *self._contact_args[:2]],
-                      outputs=[self._foot_force, self._foot_pen, self._foot_peak], device=self.device)
+            wp.launch(
+                kernels.foot_contact_stats,
+                dim=(n, 2),
+                inputs=[
+                    s_out.body_q,
+                    s_out.body_qd,
+                    m.model.body_com,
+                    m.foot_body_arr,
+                    m.foot_sphere_start,
+                    m.sphere_pos_b,
+                    m.sphere_radius,
+                    m.bodies_per_world,
+                    *self._contact_args[:2],
+                ],
+                outputs=[self._foot_force, self._foot_pen, self._foot_peak],
+                device=self.device,
+            )
         return buf
 
     def _substep(self, buf: _StepBuffers, i: int, tape: wp.Tape | None) -> None:
@@ -202,14 +222,42 @@ class Simulator:
         ke, kd, kf, mu = self._contact_args
         s_in, s_out, ctrl = buf.states[i], buf.states[i + 1], buf.controls[i]
         with _maybe(tape):
-            wp.launch(kernels.contact_wrench, dim=(n, m.contact_body.shape[0]),
-                      inputs=[s_in.body_q, s_in.body_qd, model.body_com, m.contact_body, m.sphere_start,
-                              m.sphere_pos_b, m.sphere_radius, m.bodies_per_world, ke, kd, kf, mu],
-                      outputs=[s_in.body_f], device=self.device)
-            wp.launch(kernels.pd_torque, dim=(n, DOFS_PER_WORLD),
-                      inputs=[s_in.joint_q, s_in.joint_qd, buf.target, m.kp, m.kd, m.effort_limit,
-                              COORDS_PER_WORLD, DOFS_PER_WORLD],
-                      outputs=[ctrl.joint_f], device=self.device)
+            wp.launch(
+                kernels.contact_wrench,
+                dim=(n, m.contact_body.shape[0]),
+                inputs=[
+                    s_in.body_q,
+                    s_in.body_qd,
+                    model.body_com,
+                    m.contact_body,
+                    m.sphere_start,
+                    m.sphere_pos_b,
+                    m.sphere_radius,
+                    m.bodies_per_world,
+                    ke,
+                    kd,
+                    kf,
+                    mu,
+                ],
+                outputs=[s_in.body_f],
+                device=self.device,
+            )
+            wp.launch(
+                kernels.pd_torque,
+                dim=(n, DOFS_PER_WORLD),
+                inputs=[
+                    s_in.joint_q,
+                    s_in.joint_qd,
+                    buf.target,
+                    m.kp,
+                    m.kd,
+                    m.effort_limit,
+                    COORDS_PER_WORLD,
+                    DOFS_PER_WORLD,
+                ],
+                outputs=[ctrl.joint_f],
+                device=self.device,
+            )
             self.solver.step(s_in, s_out, ctrl, None, self.cfg.sim_dt)
 
 
@@ -250,8 +298,10 @@ class _SimStep(torch.autograd.Function):
     def backward(ctx, g_q, g_qd, g_bq, g_bqd):
         buf: _StepBuffers = ctx.buf
         if buf.generation != ctx.generation:
-            raise RuntimeError("backward through a bcg_sim control step whose buffers were reused by a later "
-                               "rollout: call backward before Simulator.new_rollout() / env.new_rollout()")
+            raise RuntimeError(
+                "backward through a bcg_sim control step whose buffers were reused by a later "
+                "rollout: call backward before Simulator.new_rollout() / env.new_rollout()"
+            )
         last, first = buf.states[-1], buf.states[0]
         # Seed the output adjoints in place (torch views of the Warp .grad buffers), then replay the tape.
         for arr, g in ((last.joint_q, g_q), (last.joint_qd, g_qd), (last.body_q, g_bq), (last.body_qd, g_bqd)):
@@ -266,9 +316,11 @@ class _SimStep(torch.autograd.Function):
             for i in reversed(range(sim.substeps)):
                 sim._substep(buf, i, None)
                 buf.tapes[i].backward()
-            out = (wp.to_torch(buf.target.grad).clone(),
-                   wp.to_torch(first.joint_q.grad).view_as(buf.q_in).clone(),
-                   wp.to_torch(first.joint_qd.grad).view_as(buf.qd_in).clone())
+            out = (
+                wp.to_torch(buf.target.grad).clone(),
+                wp.to_torch(first.joint_q.grad).view_as(buf.q_in).clone(),
+                wp.to_torch(first.joint_qd.grad).view_as(buf.qd_in).clone(),
+            )
             for tape in buf.tapes:
                 tape.zero()
         return (None, *out)

@@ -53,8 +53,9 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------------------------- maths
 
 
-def sample_ball(n: int, dim: int, radius: float, generator: torch.Generator, antithetic: bool,
-                device: torch.device | str = "cpu") -> torch.Tensor:
+def sample_ball(
+    n: int, dim: int, radius: float, generator: torch.Generator, antithetic: bool, device: torch.device | str = "cpu"
+) -> torch.Tensor:
     """[n, dim] samples uniform in the ball of `radius` (zeros when radius == 0). With `antithetic`
     (n even), rows n/2.. are the negatives of rows ..n/2, so the sample mean is exactly zero."""
     if radius == 0.0:
@@ -95,7 +96,7 @@ def bundle_mean(main: torch.Tensor, branches: torch.Tensor, quat_slice: slice | 
     if quat_slice is None:
         return out
     q = quat_mean_about(xyzw_to_wxyz(ref[..., quat_slice]), xyzw_to_wxyz(branches[..., quat_slice]))
-    return torch.cat([out[..., : quat_slice.start], wxyz_to_xyzw(q), out[..., quat_slice.stop:]], dim=-1)
+    return torch.cat([out[..., : quat_slice.start], wxyz_to_xyzw(q), out[..., quat_slice.stop :]], dim=-1)
 
 
 # ------------------------------------------------------------------------------------------- pool
@@ -134,8 +135,11 @@ class BCGStats:
 
     def as_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items()}
-        d.update(pool_use_mean=self.pool_use_mean, branch_spread_pos=self.branch_spread_pos,
-                 branch_spread_vel=self.branch_spread_vel)
+        d.update(
+            pool_use_mean=self.pool_use_mean,
+            branch_spread_pos=self.branch_spread_pos,
+            branch_spread_vel=self.branch_spread_vel,
+        )
         return d
 
 
@@ -188,8 +192,9 @@ class LegJacobian:
                 body = int(m.body_parentid[body])
             dofs = dofs[::-1]
             if len(dofs) != 6:
-                raise RuntimeError(f"leg of {g1.FOOT_BODIES[self.foot_body.index(fb)]} has {len(dofs)} hinges, "
-                                   "expected 6")
+                raise RuntimeError(
+                    f"leg of {g1.FOOT_BODIES[self.foot_body.index(fb)]} has {len(dofs)} hinges, expected 6"
+                )
             # Newton layout: q = (pos, quat x y z w, hinges), qd = (6 root DoF, hinges); MuJoCo's qpos = (pos,
             # quat w x y z, hinges), qvel = (6 root DoF, hinges): a hinge's MuJoCo dof d is Newton q d + 1, qd d.
             self.legs.append((dofs, [d + 1 for d in dofs], list(dofs)))
@@ -224,7 +229,7 @@ class LegJacobian:
         """(J+ [6, 3] float32 on q's device, q indices [6], qd indices [6]) of `foot`'s leg at state q."""
         np = self._np
         J = self.jacobian(q, foot)
-        P = J.T @ np.linalg.inv(J @ J.T + self.damping ** 2 * np.eye(3))
+        P = J.T @ np.linalg.inv(J @ J.T + self.damping**2 * np.eye(3))
         _, qi, di = self.legs[foot]
         return torch.as_tensor(P, dtype=torch.float32, device=q.device), qi, di
 
@@ -236,8 +241,9 @@ Stepper = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.
 # [M, ...] for the M = k B branch worlds of every active bundle at once (worlds are independent, so the result is
 # the per-chunk one); substeps: how many substeps each world runs (None: a whole control step); worlds: the main
 # world each branch belongs to (its per-world physical constants are the branch's).
-BatchStepper = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "torch.Tensor | None", torch.Tensor],
-                        tuple[torch.Tensor, ...]]
+BatchStepper = Callable[
+    [torch.Tensor, torch.Tensor, torch.Tensor, "torch.Tensor | None", torch.Tensor], tuple[torch.Tensor, ...]
+]
 
 
 class Bundler:
@@ -249,9 +255,17 @@ class Bundler:
     holding the base position and linear velocity.
     """
 
-    def __init__(self, cfg: BCGConfig, step_chunk: Stepper, quat_slices: tuple[slice | None, ...],
-                 root_pos: slice = slice(0, 3), root_lin_vel: slice = slice(0, 3),
-                 leg_map: Callable | None = None, step_batch: BatchStepper | None = None, substeps: int = 1):
+    def __init__(
+        self,
+        cfg: BCGConfig,
+        step_chunk: Stepper,
+        quat_slices: tuple[slice | None, ...],
+        root_pos: slice = slice(0, 3),
+        root_lin_vel: slice = slice(0, 3),
+        leg_map: Callable | None = None,
+        step_batch: BatchStepper | None = None,
+        substeps: int = 1,
+    ):
         self.cfg = cfg
         # "leg" mapping: (q_start [Dq], foot) -> (J+ [n, 3], q indices [n], qd indices [n]); the G1's by default
         self.leg_map = leg_map
@@ -343,8 +357,7 @@ class Bundler:
         st.bundles_started += 1
         st.start_substeps += skip
 
-    def _step_branches(self, target: torch.Tensor, items: list[tuple[int, _Bundle]]
-                       ) -> list[tuple[torch.Tensor, ...]]:
+    def _step_branches(self, target: torch.Tensor, items: list[tuple[int, _Bundle]]) -> list[tuple[torch.Tensor, ...]]:
         """One control step of each bundle's B branches under its world's target; per bundle its outputs."""
         B = self.cfg.branches
         if self.step_batch is None:
@@ -354,12 +367,18 @@ class Bundler:
         substeps = None
         if any(skips):
             substeps = torch.as_tensor([self.substeps - k for k in skips]).repeat_interleave(B)
-        out = self.step_batch(target[worlds].repeat_interleave(B, 0), torch.cat([b.q for _, b in items]),
-                              torch.cat([b.qd for _, b in items]), substeps, worlds.repeat_interleave(B))
-        return [tuple(o[k * B:(k + 1) * B] for o in out) for k in range(len(items))]
+        out = self.step_batch(
+            target[worlds].repeat_interleave(B, 0),
+            torch.cat([b.q for _, b in items]),
+            torch.cat([b.qd for _, b in items]),
+            substeps,
+            worlds.repeat_interleave(B),
+        )
+        return [tuple(o[k * B : (k + 1) * B] for o in out) for k in range(len(items))]
 
-    def step_and_merge(self, target: torch.Tensor, main_out: tuple[torch.Tensor, ...]
-                       ) -> tuple[tuple[torch.Tensor, ...], list[int]]:
+    def step_and_merge(
+        self, target: torch.Tensor, main_out: tuple[torch.Tensor, ...]
+    ) -> tuple[tuple[torch.Tensor, ...], list[int]]:
         """Run every active bundle's branches one control step with its world's PD target (target [N, J]),
         then replace the outputs of worlds whose bundle reached H steps by the bundle mean.
 
@@ -391,6 +410,8 @@ class Bundler:
         st.spread_pos_sum += float((pos - pos.mean(0)).pow(2).sum(-1).mean(0).sqrt().sum())
         st.spread_vel_sum += float((vel - vel.mean(0)).pow(2).sum(-1).mean(0).sqrt().sum())
         st.bundles_completed += len(worlds)
-        new_out = tuple(main.index_put((idx,), bundle_mean(main[idx], o, qs))  # out of place: other worlds
-                        for main, o, qs in zip(main_out, branches, self.quat_slices))  # keep their graph
+        new_out = tuple(
+            main.index_put((idx,), bundle_mean(main[idx], o, qs))  # out of place: other worlds
+            for main, o, qs in zip(main_out, branches, self.quat_slices)
+        )  # keep their graph
         return new_out, worlds

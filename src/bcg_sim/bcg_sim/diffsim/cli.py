@@ -82,15 +82,29 @@ def run_parity(cfg, seconds: float, amplitude: float, mujoco_dt: float = MUJOCO_
             p_bcg = o.body_q[0, :, :3].numpy().astype(np.float64)
             p_mj = d.xpos[body_ids]
             dist = np.linalg.norm(p_bcg - p_mj, axis=1)
-            rows.append(dict(t=(k + 1) * cfg.control_dt, body_dist_mean=float(dist.mean()),
-                             body_dist_max=float(dist.max()),
-                             pen_bcg=float(o.foot_penetration.max()), pen_mujoco=pen_mj,
-                             root_z_bcg=float(p_bcg[0, 2]), root_z_mujoco=float(p_mj[0, 2])))
+            rows.append(
+                dict(
+                    t=(k + 1) * cfg.control_dt,
+                    body_dist_mean=float(dist.mean()),
+                    body_dist_max=float(dist.max()),
+                    pen_bcg=float(o.foot_penetration.max()),
+                    pen_mujoco=pen_mj,
+                    root_z_bcg=float(p_bcg[0, 2]),
+                    root_z_mujoco=float(p_mj[0, 2]),
+                )
+            )
     return dict(
-        seconds=seconds, kappa=cfg.contact.kappa, amplitude=amplitude, gains=cfg.actuation.gains,
-        kp_scale=cfg.actuation.kp_scale, kd_scale=cfg.actuation.kd_scale, sim_dt=cfg.sim_dt,
-        backend=cfg.backend, mujoco_dt=mujoco_dt,
-        final_body_dist_mean=rows[-1]["body_dist_mean"], final_body_dist_max=rows[-1]["body_dist_max"],
+        seconds=seconds,
+        kappa=cfg.contact.kappa,
+        amplitude=amplitude,
+        gains=cfg.actuation.gains,
+        kp_scale=cfg.actuation.kp_scale,
+        kd_scale=cfg.actuation.kd_scale,
+        sim_dt=cfg.sim_dt,
+        backend=cfg.backend,
+        mujoco_dt=mujoco_dt,
+        final_body_dist_mean=rows[-1]["body_dist_mean"],
+        final_body_dist_max=rows[-1]["body_dist_max"],
         mean_body_dist_mean=float(np.mean([r["body_dist_mean"] for r in rows])),
         mean_foot_penetration_bcg=float(np.mean([r["pen_bcg"] for r in rows])),
         mean_foot_penetration_mujoco=float(np.mean([r["pen_mujoco"] for r in rows])),
@@ -109,24 +123,36 @@ def _parity(args) -> int:
     act = dc.replace(cfg.actuation, gains=args.gains, kp_scale=args.kp_scale, kd_scale=args.kd_scale)
     cfg = dc.replace(cfg, actuation=act).validate()
     # A cold Warp kernel cache / native build compiles for minutes with nothing else to show: say so up front.
-    print(f"bcg-sim parity: simulating {args.seconds:g} s in bcg_sim ({cfg.backend}) and MuJoCo (first run on a "
-          "machine compiles the simulator, 1-3 min; `bcg-sim warmup` does that once) ...", file=sys.stderr, flush=True)
+    print(
+        f"bcg-sim parity: simulating {args.seconds:g} s in bcg_sim ({cfg.backend}) and MuJoCo (first run on a "
+        "machine compiles the simulator, 1-3 min; `bcg-sim warmup` does that once) ...",
+        file=sys.stderr,
+        flush=True,
+    )
     t0 = time.perf_counter()
     r = run_parity(cfg, args.seconds, args.amplitude, args.mujoco_dt)
     print(f"bcg-sim parity: done in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-    print(f"bcg_sim ({cfg.backend}) vs MuJoCo (dt {args.mujoco_dt * 1e3:g} ms): G1, {args.seconds:g} s, "
-          f"dt {cfg.sim_dt * 1e3:g} ms, kappa {cfg.contact.kappa:g} kN/m, "
-          f"{args.gains} PD gains x{args.kp_scale:g}/x{args.kd_scale:g}, target amplitude {args.amplitude:g} rad")
-    print(f"{'t [s]':>6} {'body |dp| mean':>15} {'max':>8} {'pen bcg [mm]':>13} {'pen mj [mm]':>12} "
-          f"{'z bcg':>7} {'z mj':>7}")
+    print(
+        f"bcg_sim ({cfg.backend}) vs MuJoCo (dt {args.mujoco_dt * 1e3:g} ms): G1, {args.seconds:g} s, "
+        f"dt {cfg.sim_dt * 1e3:g} ms, kappa {cfg.contact.kappa:g} kN/m, "
+        f"{args.gains} PD gains x{args.kp_scale:g}/x{args.kd_scale:g}, target amplitude {args.amplitude:g} rad"
+    )
+    print(
+        f"{'t [s]':>6} {'body |dp| mean':>15} {'max':>8} {'pen bcg [mm]':>13} {'pen mj [mm]':>12} "
+        f"{'z bcg':>7} {'z mj':>7}"
+    )
     every = max(1, len(r["rows"]) // 10)
-    for row in r["rows"][every - 1::every]:
-        print(f"{row['t']:>6.2f} {row['body_dist_mean']:>15.4f} {row['body_dist_max']:>8.4f} "
-              f"{row['pen_bcg'] * 1e3:>13.2f} "
-              f"{row['pen_mujoco'] * 1e3:>12.2f} {row['root_z_bcg']:>7.3f} {row['root_z_mujoco']:>7.3f}")
-    print(f"final body-position divergence: mean {r['final_body_dist_mean'] * 1e3:.1f} mm, max "
-          f"{r['final_body_dist_max'] * 1e3:.1f} mm; mean foot penetration: bcg_sim "
-          f"{r['mean_foot_penetration_bcg'] * 1e3:.2f} mm, MuJoCo {r['mean_foot_penetration_mujoco'] * 1e3:.2f} mm")
+    for row in r["rows"][every - 1 :: every]:
+        print(
+            f"{row['t']:>6.2f} {row['body_dist_mean']:>15.4f} {row['body_dist_max']:>8.4f} "
+            f"{row['pen_bcg'] * 1e3:>13.2f} "
+            f"{row['pen_mujoco'] * 1e3:>12.2f} {row['root_z_bcg']:>7.3f} {row['root_z_mujoco']:>7.3f}"
+        )
+    print(
+        f"final body-position divergence: mean {r['final_body_dist_mean'] * 1e3:.1f} mm, max "
+        f"{r['final_body_dist_max'] * 1e3:.1f} mm; mean foot penetration: bcg_sim "
+        f"{r['mean_foot_penetration_bcg'] * 1e3:.2f} mm, MuJoCo {r['mean_foot_penetration_mujoco'] * 1e3:.2f} mm"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(r, f, indent=1)
@@ -167,10 +193,19 @@ def run_track(cfg, clip, seconds: float, worlds: int) -> dict:
             fell |= out.fell.numpy()
             errs.append(np.linalg.norm(out.body_pos_w.numpy() - ref_body[f], axis=-1).mean(axis=-1))  # [worlds]
     per_world = np.mean(errs, axis=0)  # [worlds] time-averaged mean per-body error [m]
-    return dict(clip=clip.name, backend=cfg.backend, sim_dt=cfg.sim_dt, kappa=cfg.contact.kappa, seconds=seconds,
-                worlds=worlds, body_error_mean=float(per_world.mean()), body_error_se=_standard_error(per_world),
-                body_error_final=float(np.mean(errs[-1])), body_error_per_world=per_world.tolist(),
-                fell=float(fell.mean()))
+    return dict(
+        clip=clip.name,
+        backend=cfg.backend,
+        sim_dt=cfg.sim_dt,
+        kappa=cfg.contact.kappa,
+        seconds=seconds,
+        worlds=worlds,
+        body_error_mean=float(per_world.mean()),
+        body_error_se=_standard_error(per_world),
+        body_error_final=float(np.mean(errs[-1])),
+        body_error_per_world=per_world.tolist(),
+        fell=float(fell.mean()),
+    )
 
 
 def _standard_error(x: np.ndarray) -> float:
@@ -193,15 +228,22 @@ def _track(args) -> int:
         clips = [motion_lib.load(name) for name in args.clips]
     except MotionFormatError as exc:  # unknown clip or a bad motion file: before any simulation
         raise ConfigError(f"track: {exc}") from None
-    print(f"open-loop PD replay, {args.seconds:g} s, {args.worlds} starts per clip, kappa {base.contact.kappa:g} kN/m, "
-          f"{args.gains} gains: mean per-body position error vs the clip [mm] +- standard error over the starts, "
-          "fraction fallen")
+    print(
+        f"open-loop PD replay, {args.seconds:g} s, {args.worlds} starts per clip, kappa {base.contact.kappa:g} kN/m, "
+        f"{args.gains} gains: mean per-body position error vs the clip [mm] +- standard error over the starts, "
+        "fraction fallen"
+    )
     print(f"{'clip':>7} " + " ".join(f"{b:>24}" for b in args.backends))
     rows = []
     for clip in clips:
         cells = [run_track(base.with_backend(b), clip, args.seconds, args.worlds) for b in args.backends]
-        print(f"{clip.name:>7} " + " ".join(f"{1e3 * r['body_error_mean']:8.1f} +- {1e3 * r['body_error_se']:4.1f} "
-                                       f"{r['fell']:5.2f}" for r in cells), flush=True)
+        print(
+            f"{clip.name:>7} "
+            + " ".join(
+                f"{1e3 * r['body_error_mean']:8.1f} +- {1e3 * r['body_error_se']:4.1f} {r['fell']:5.2f}" for r in cells
+            ),
+            flush=True,
+        )
         rows += cells
         for r in cells[:-1]:  # paired over the same starts: each backend against the last one named
             _print_paired(r, cells[-1])
@@ -215,9 +257,11 @@ def _track(args) -> int:
 def _print_paired(a: dict, b: dict) -> None:
     """The difference of two backends' errors on the same starts: mean and its standard error [mm]."""
     d = 1e3 * (np.asarray(a["body_error_per_world"]) - np.asarray(b["body_error_per_world"]))
-    print(f"{'':>7}   {a['backend']} - {b['backend']}: {d.mean():+.2f} +- {_standard_error(d):.2f} mm "
-          f"({100 * d.mean() / (1e3 * b['body_error_mean']):+.2f} %; {b['backend']}'s own standard error "
-          f"{1e3 * b['body_error_se']:.2f} mm)")
+    print(
+        f"{'':>7}   {a['backend']} - {b['backend']}: {d.mean():+.2f} +- {_standard_error(d):.2f} mm "
+        f"({100 * d.mean() / (1e3 * b['body_error_mean']):+.2f} %; {b['backend']}'s own standard error "
+        f"{1e3 * b['body_error_se']:.2f} mm)"
+    )
 
 
 def _warmup(args) -> int:
@@ -232,18 +276,27 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("parity", help="bcg_sim vs MuJoCo on the same G1, initial state and PD targets")
     p.add_argument("--config", default="sim")
-    p.add_argument("--backend", choices=("native", "newton"), default=None,
-                   help="simulator backend (default: the config's); newton runs its own 0.5 ms explicit scheme")
+    p.add_argument(
+        "--backend",
+        choices=("native", "newton"),
+        default=None,
+        help="simulator backend (default: the config's); newton runs its own 0.5 ms explicit scheme",
+    )
     p.add_argument("--seconds", type=float, default=1.0)
     p.add_argument("--kappa", type=float, default=None, help="contact stiffness [kN/m] (default: config)")
     p.add_argument("--amplitude", type=float, default=0.05, help="PD target sine amplitude [rad]")
-    p.add_argument("--gains", choices=("stand", "policy"), default="stand",
-                   help="stand: bcg_sim.g1.stand_gains() (holds the pose); policy: the motors' gains (it falls)")
+    p.add_argument(
+        "--gains",
+        choices=("stand", "policy"),
+        default="stand",
+        help="stand: bcg_sim.g1.stand_gains() (holds the pose); policy: the motors' gains (it falls)",
+    )
     p.add_argument("--kp-scale", type=float, default=1.0, help="x kp")
     p.add_argument("--kd-scale", type=float, default=1.0, help="x kd")
     p.add_argument("--json", default=None, help="write all rows to this JSON file")
-    p.add_argument("--mujoco-dt", type=float, default=MUJOCO_DT,
-                   help="MuJoCo reference timestep [s] (default %(default)s)")
+    p.add_argument(
+        "--mujoco-dt", type=float, default=MUJOCO_DT, help="MuJoCo reference timestep [s] (default %(default)s)"
+    )
     p.set_defaults(func=_parity)
     t = sub.add_parser("track", help="open-loop PD replay of reference clips on each backend: body error vs the clip")
     t.add_argument("--config", default="sim")

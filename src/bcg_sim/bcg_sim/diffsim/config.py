@@ -51,9 +51,18 @@ class ContactConfig:
     effective_mass: float = 1.0  # m_eff per sphere [kg]
     friction_mu: float = 0.8
     friction_slope_ratio: float = 1.0  # kf = ratio * kd
-    body_spheres: dict[str, float] = field(default_factory=lambda: {  # body -> radius [m], at its COM
-        "pelvis": 0.10, "torso_link": 0.12, "left_knee_link": 0.06, "right_knee_link": 0.06,
-        "left_elbow_link": 0.05, "right_elbow_link": 0.05, "left_wrist_yaw_link": 0.05, "right_wrist_yaw_link": 0.05})
+    body_spheres: dict[str, float] = field(
+        default_factory=lambda: {  # body -> radius [m], at its COM
+            "pelvis": 0.10,
+            "torso_link": 0.12,
+            "left_knee_link": 0.06,
+            "right_knee_link": 0.06,
+            "left_elbow_link": 0.05,
+            "right_elbow_link": 0.05,
+            "left_wrist_yaw_link": 0.05,
+            "right_wrist_yaw_link": 0.05,
+        }
+    )
 
     @property
     def ke(self) -> float:
@@ -150,8 +159,7 @@ class SimConfig:
         if backend == "newton":
             solver = replace(self.solver, stable_pd=False, implicit_contact=False, implicit_contact_spring=False)
             bcg = replace(self.bcg, start="step")  # its simulator has no partial control step
-            return replace(self, backend="newton", sim_dt=self.solver.max_stable_dt, solver=solver,
-                           bcg=bcg).validate()
+            return replace(self, backend="newton", sim_dt=self.solver.max_stable_dt, solver=solver, bcg=bcg).validate()
         return replace(self, backend=backend).validate()
 
     def with_kappa(self, kappa: float) -> SimConfig:
@@ -165,12 +173,21 @@ class SimConfig:
         need(self.backend in get_args(Backend), "backend", f"must be one of {get_args(Backend)}, got {self.backend!r}")
         need(0 < self.solver.native_stability_safety <= 1, "solver.native_stability_safety", "must be in (0, 1]")
         need(self.solver.threads >= 1, "solver.threads", f"must be >= 1, got {self.solver.threads}")
-        need(not (self.solver.stable_pd and self.backend == "newton"), "solver.stable_pd",
-             "the implicit PD exists in the native backend only")
-        need(not (self.solver.implicit_contact and self.backend == "newton"), "solver.implicit_contact",
-             "implicit contact damping exists in the native backend only")
-        need(not self.solver.implicit_contact_spring or self.solver.implicit_contact, "solver.implicit_contact_spring",
-             "needs solver.implicit_contact (the spring's implicit part rides on the contact damping's point mass)")
+        need(
+            not (self.solver.stable_pd and self.backend == "newton"),
+            "solver.stable_pd",
+            "the implicit PD exists in the native backend only",
+        )
+        need(
+            not (self.solver.implicit_contact and self.backend == "newton"),
+            "solver.implicit_contact",
+            "implicit contact damping exists in the native backend only",
+        )
+        need(
+            not self.solver.implicit_contact_spring or self.solver.implicit_contact,
+            "solver.implicit_contact_spring",
+            "needs solver.implicit_contact (the spring's implicit part rides on the contact damping's point mass)",
+        )
         need(self.variant == "29dof", "variant", f"only '29dof' is simulated, got {self.variant!r}")
         need(self.control_hz > 0, "control_hz", f"must be > 0, got {self.control_hz}")
         need(c.kappa > 0, "contact.kappa", f"contact stiffness must be > 0 kN/m, got {c.kappa}")
@@ -189,12 +206,18 @@ class SimConfig:
             f"kappa={c.kappa} kN/m)",
         )
         ratio = self.control_dt / self.sim_dt
-        need(abs(ratio - round(ratio)) < 1e-6, "sim_dt", f"control period {self.control_dt} s is not a "
-             f"whole number of substeps of {self.sim_dt} s")
+        need(
+            abs(ratio - round(ratio)) < 1e-6,
+            "sim_dt",
+            f"control period {self.control_dt} s is not a whole number of substeps of {self.sim_dt} s",
+        )
         need(self.max_tape_steps >= 1, "max_tape_steps", "must be >= 1")
         need(self.actuation.min_armature >= 0, "actuation.min_armature", "must be >= 0")
-        need(self.actuation.gains in get_args(Gains), "actuation.gains",
-             f"must be one of {get_args(Gains)}, got {self.actuation.gains!r}")
+        need(
+            self.actuation.gains in get_args(Gains),
+            "actuation.gains",
+            f"must be one of {get_args(Gains)}, got {self.actuation.gains!r}",
+        )
         need(self.actuation.kp_scale >= 0, "actuation.kp_scale", "must be >= 0")
         need(self.actuation.kd_scale >= 0, "actuation.kd_scale", "must be >= 0")
         need(self.actuation.joint_limit_ke >= 0, "actuation.joint_limit_ke", "must be >= 0")
@@ -206,20 +229,34 @@ class SimConfig:
         need(b.sigma >= 0, "bcg.sigma", f"perturbation radius must be >= 0 m, got {b.sigma}")
         need(b.sigma_v >= 0, "bcg.sigma_v", f"perturbation radius must be >= 0 m/s, got {b.sigma_v}")
         need(b.trigger_force > 0, "bcg.trigger_force", f"must be > 0 N, got {b.trigger_force}")
-        need(0 <= b.rearm_force < b.trigger_force, "bcg.rearm_force",
-             f"must be in [0, trigger_force {b.trigger_force}) N, got {b.rearm_force}")
+        need(
+            0 <= b.rearm_force < b.trigger_force,
+            "bcg.rearm_force",
+            f"must be in [0, trigger_force {b.trigger_force}) N, got {b.rearm_force}",
+        )
         need(b.pool_size >= 0, "bcg.pool_size", f"must be >= 0, got {b.pool_size}")
-        need(b.branches < 1 or b.pool_size % b.branches == 0, "bcg.pool_size",
-             f"must be a multiple of B={b.branches} (the pool is pool_size/B simulators of B worlds), "
-             f"got {b.pool_size}")
-        need(b.perturbation in get_args(Perturbation), "bcg.perturbation",
-             f"must be one of {get_args(Perturbation)}, got {b.perturbation!r}")
+        need(
+            b.branches < 1 or b.pool_size % b.branches == 0,
+            "bcg.pool_size",
+            f"must be a multiple of B={b.branches} (the pool is pool_size/B simulators of B worlds), got {b.pool_size}",
+        )
+        need(
+            b.perturbation in get_args(Perturbation),
+            "bcg.perturbation",
+            f"must be one of {get_args(Perturbation)}, got {b.perturbation!r}",
+        )
         need(b.leg_damping > 0, "bcg.leg_damping", f"must be > 0 m, got {b.leg_damping}")
         need(b.start in get_args(BundleStart), "bcg.start", f"must be one of {get_args(BundleStart)}, got {b.start!r}")
-        need(not (b.start == "contact" and self.backend == "newton"), "bcg.start",
-             "'contact' (branches from the contact-onset substep) needs the native backend; newton: 'step'")
-        need(not (b.antithetic and b.branches % 2), "bcg.branches",
-             f"antithetic sampling needs an even B, got {b.branches}")
+        need(
+            not (b.start == "contact" and self.backend == "newton"),
+            "bcg.start",
+            "'contact' (branches from the contact-onset substep) needs the native backend; newton: 'step'",
+        )
+        need(
+            not (b.antithetic and b.branches % 2),
+            "bcg.branches",
+            f"antithetic sampling needs an even B, got {b.branches}",
+        )
         return self
 
 

@@ -76,8 +76,14 @@ def motion_state(motion, frames: torch.Tensor) -> SimState:
         w, v = q[:, :1], -q[:, 1:]
         dw, dv = dq[:, :1], dq[:, 1:]
         ang = 2.0 * (w * dv - v * dw + np.cross(dv, v))  # vector part of dq * conj(q)
-    arrays = (motion.root_pos_w, motion.root_quat_w, vel(motion.root_pos_w, motion.root_lin_vel_w), ang,
-              motion.joint_pos, vel(motion.joint_pos, motion.joint_vel))
+    arrays = (
+        motion.root_pos_w,
+        motion.root_quat_w,
+        vel(motion.root_pos_w, motion.root_lin_vel_w),
+        ang,
+        motion.joint_pos,
+        vel(motion.joint_pos, motion.joint_vel),
+    )
     return SimState(*(torch.as_tensor(a[f], dtype=torch.float32) for a in arrays))
 
 
@@ -92,8 +98,9 @@ class G1DiffEnv:
         self.body_names = list(self.sim.m.body_names)
         self.joint_names = list(self.sim.m.joint_names)
         self.root_com_b = torch.as_tensor(self.sim.m.root_com_b, dtype=torch.float32, device=self.device)
-        self.default_joint_pos = torch.as_tensor(self.sim.m.default_joint_q[7:], dtype=torch.float32,
-                                                 device=self.device)
+        self.default_joint_pos = torch.as_tensor(
+            self.sim.m.default_joint_q[7:], dtype=torch.float32, device=self.device
+        )
         self.joint_q, self.joint_qd = self.sim.default_state()  # Newton layout [N, 36], [N, 35]
         # peak sole force [N, 2] of the previous control step: a foot is armed for a touchdown after a step in air
         self._prev_foot_peak = torch.full((num_worlds, 2), float("inf"), device=self.device)
@@ -111,9 +118,13 @@ class G1DiffEnv:
         self.bundler: Bundler | None = None
         if b.enabled:
             self.pool, self._branch_sim = make_branch_pool(self.cfg)
-            self.bundler = Bundler(b, self._step_chunk, quat_slices=(_BODY_QUAT, None, _BODY_QUAT, None),
-                                   step_batch=self._step_batch if self._branch_sim is not None else None,
-                                   substeps=self.cfg.substeps)
+            self.bundler = Bundler(
+                b,
+                self._step_chunk,
+                quat_slices=(_BODY_QUAT, None, _BODY_QUAT, None),
+                step_batch=self._step_batch if self._branch_sim is not None else None,
+                substeps=self.cfg.substeps,
+            )
 
     # ------------------------------------------------------------------ state
     @property
@@ -190,8 +201,10 @@ class G1DiffEnv:
             raise ValueError(f"set_world_params: params of {params.num_worlds} worlds for {ids.numel()} env_ids")
         if self.cfg.backend != "native":
             if not params.is_nominal():
-                raise ConfigError(f"sim config: backend {self.cfg.backend!r} cannot run per-world physical "
-                                  "parameters (friction, PD gains, link mass/COM); use backend native")
+                raise ConfigError(
+                    f"sim config: backend {self.cfg.backend!r} cannot run per-world physical "
+                    "parameters (friction, PD gains, link mass/COM); use backend native"
+                )
             return  # nominal: the model every world runs anyway
         self.sim.world_arrays(params)  # ConfigError for constants the native step cannot run (kd < dt kp)
         if self.world_params is None:
@@ -213,8 +226,14 @@ class G1DiffEnv:
         o = self._branch_sim.step(target, q, qd, substeps=substeps, **self._params(worlds))
         return o.joint_q, o.joint_qd, o.body_q, o.body_qd
 
-    def _start_bundles(self, touchdown: torch.Tensor, onset: torch.Tensor | None, target: torch.Tensor,
-                       q_in: torch.Tensor, qd_in: torch.Tensor) -> None:
+    def _start_bundles(
+        self,
+        touchdown: torch.Tensor,
+        onset: torch.Tensor | None,
+        target: torch.Tensor,
+        q_in: torch.Tensor,
+        qd_in: torch.Tensor,
+    ) -> None:
         """Start a bundle for each admitted touchdown (touchdown [N, 2]) from its world's state before the
         impact: the step's start (q_in [N, 36], qd_in [N, 35]), or with bcg.start "contact" the last substep
         state before the foot's contact onset (onset [N, 2], StepOutput.foot_onset), which the branch simulator
@@ -229,8 +248,9 @@ class G1DiffEnv:
         part = [k for k, j in enumerate(skips) if j > 0]
         if part:
             ws = torch.as_tensor([hits[k][0] for k in part])
-            o = self._branch_sim.step(target[ws], q_in[ws], qd_in[ws],
-                                      substeps=torch.as_tensor([skips[k] for k in part]), **self._params(ws))
+            o = self._branch_sim.step(
+                target[ws], q_in[ws], qd_in[ws], substeps=torch.as_tensor([skips[k] for k in part]), **self._params(ws)
+            )
             for i, k in enumerate(part):
                 q0[k], qd0[k] = o.joint_q[i], o.joint_qd[i]
         for (w, f), q, qd, j in zip(hits, q0, qd0, skips):
@@ -247,8 +267,9 @@ class G1DiffEnv:
 
         # Contact onset after flight: the previous step's peak must be <= rearm_force, so a foot that bounces
         # or chatters on stiff contact (end-of-step force dipping below the trigger) is not re-bundled.
-        touchdown = (o.foot_force_peak > self.cfg.bcg.trigger_force) & \
-                    (self._prev_foot_peak <= self.cfg.bcg.rearm_force)
+        touchdown = (o.foot_force_peak > self.cfg.bcg.trigger_force) & (
+            self._prev_foot_peak <= self.cfg.bcg.rearm_force
+        )
         self._prev_foot_peak = o.foot_force_peak
         bundled = torch.zeros(self.num_worlds, dtype=torch.bool, device=self.device)
         if self.bundler is not None:

@@ -29,8 +29,9 @@ POLICY_INIT_STD = 0.05  # std of the fixed policy's weights
 
 def observation(state, default_joint_pos: torch.Tensor) -> torch.Tensor:
     """[N, 65]: joint offsets [rad], 0.1 x joint velocities, root quaternion (w x y z), root angular velocity."""
-    return torch.cat([state.joint_pos - default_joint_pos, 0.1 * state.joint_vel, state.root_quat_w,
-                      state.root_ang_vel_w], dim=-1)
+    return torch.cat(
+        [state.joint_pos - default_joint_pos, 0.1 * state.joint_vel, state.root_quat_w, state.root_ang_vel_w], dim=-1
+    )
 
 
 def start_states(motion, frames: np.ndarray, joint_noise: float, seed: int):
@@ -46,8 +47,9 @@ def start_states(motion, frames: np.ndarray, joint_noise: float, seed: int):
     return state
 
 
-def per_world_gradients(env, motion, frames: np.ndarray, horizon: int, seed: int,
-                        progress=None, joint_noise: float = 0.0) -> tuple[np.ndarray, float, int]:
+def per_world_gradients(
+    env, motion, frames: np.ndarray, horizon: int, seed: int, progress=None, joint_noise: float = 0.0
+) -> tuple[np.ndarray, float, int]:
     """([N, P] gradient of each world's cost w.r.t. its own copy of the policy parameters, mean cost,
     number of touchdowns by the BCG rule -- counted with BCG off too)."""
     n = env.num_worlds
@@ -72,8 +74,11 @@ def per_world_gradients(env, motion, frames: np.ndarray, horizon: int, seed: int
         state = out.state
         touchdowns += int(out.touchdown.sum())
         f = torch.clamp(torch.round(frames_t + (t + 1) * step_frames).long(), max=motion.num_frames - 1)
-        cost = cost + ((state.joint_pos - ref_jp[f]) ** 2).sum(-1) \
+        cost = (
+            cost
+            + ((state.joint_pos - ref_jp[f]) ** 2).sum(-1)
             + ROOT_WEIGHT * ((state.root_pos_w - ref_rp[f]) ** 2).sum(-1)
+        )
         if progress is not None:
             progress.update(1)
     cost = cost / horizon
@@ -101,7 +106,7 @@ def _resampled_moments(grads: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np
     products instead of `boot` copies of the gradients."""
     n, p = grads.shape
     mean = w @ grads / n  # [boot, P]
-    return (w @ (grads ** 2).sum(1) / n - (mean ** 2).sum(1)) / p, mean
+    return (w @ (grads**2).sum(1) / n - (mean**2).sum(1)) / p, mean
 
 
 def bootstrap_variance_std(grads: np.ndarray, boot: int, rng: np.random.Generator) -> float:
@@ -115,14 +120,20 @@ def variance_stats(grads: np.ndarray, boot: int, rng: np.random.Generator) -> di
     var = gradient_variance(grads)
     rel = var / max((grads.mean(0) ** 2).mean(), _MIN_MEAN_SQ)
     var_b, mean_b = _resampled_moments(grads, _bootstrap_counts(grads.shape[0], boot, rng))
-    rel_b = var_b / np.maximum((mean_b ** 2).mean(1), _MIN_MEAN_SQ)
-    return dict(var=var, var_std=var_b.std(), rel_var=rel, rel_var_std=rel_b.std(),
-                grad_norm_mean=float(np.linalg.norm(grads, axis=1).mean()))
+    rel_b = var_b / np.maximum((mean_b**2).mean(1), _MIN_MEAN_SQ)
+    return dict(
+        var=var,
+        var_std=var_b.std(),
+        rel_var=rel,
+        rel_var_std=rel_b.std(),
+        grad_norm_mean=float(np.linalg.norm(grads, axis=1).mean()),
+    )
 
 
 def paired_ratio(g_off: np.ndarray, g_on: np.ndarray, boot: int, rng: np.random.Generator) -> tuple[float, float]:
     """var(on)/var(off) and its bootstrap std, resampling the same worlds for both: off and on start every world
     from the same state, so pairing removes the spread of the start states from the comparison."""
+
     def ratio(i):  # nan where BCG off has no spread at all (identical start states): no ratio to speak of
         v_off = gradient_variance(g_off[i])
         return gradient_variance(g_on[i]) / v_off if v_off > 0 else np.nan
@@ -141,20 +152,35 @@ def main(argv=None) -> int:
     ap.add_argument("--kappas", type=float, nargs="+", default=[50.0, 100.0, 300.0])
     ap.add_argument("--bootstrap", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--pool-size", type=int, default=None,
-                    help="BCG branch worlds (default: the config's; B x worlds never overflows)")
+    ap.add_argument(
+        "--pool-size",
+        type=int,
+        default=None,
+        help="BCG branch worlds (default: the config's; B x worlds never overflows)",
+    )
     ap.add_argument("--sigma", type=float, default=None, help="BCG position radius [m] (default: config)")
     ap.add_argument("--sigma-v", type=float, default=None, help="BCG velocity radius [m/s] (default: config)")
-    ap.add_argument("--perturbation", choices=("base", "leg"), default=None,
-                    help="BCG perturbation mapping (default: config)")
+    ap.add_argument(
+        "--perturbation", choices=("base", "leg"), default=None, help="BCG perturbation mapping (default: config)"
+    )
     ap.add_argument("--branches", type=int, default=None, help="BCG branches B per trigger (default: config)")
-    ap.add_argument("--bcg-horizon", type=int, default=None,
-                    help="BCG horizon H, control steps before the branches merge (default: config)")
-    ap.add_argument("--same-start", type=int, default=None, metavar="FRAME",
-                    help="start every world at this clip frame (with --joint-noise): the spread across worlds is "
-                         "then the dynamics' sensitivity, not the spread of start frames")
-    ap.add_argument("--joint-noise", type=float, default=0.0,
-                    help="uniform start-state noise on every joint [rad] (default 0)")
+    ap.add_argument(
+        "--bcg-horizon",
+        type=int,
+        default=None,
+        help="BCG horizon H, control steps before the branches merge (default: config)",
+    )
+    ap.add_argument(
+        "--same-start",
+        type=int,
+        default=None,
+        metavar="FRAME",
+        help="start every world at this clip frame (with --joint-noise): the spread across worlds is "
+        "then the dynamics' sensitivity, not the spread of start frames",
+    )
+    ap.add_argument(
+        "--joint-noise", type=float, default=0.0, help="uniform start-state noise on every joint [rad] (default 0)"
+    )
     ap.add_argument("--out", default="runs/gradvar")
     args = ap.parse_args(argv)
 
@@ -165,10 +191,18 @@ def main(argv=None) -> int:
     from bcg_sim.diffsim import G1DiffEnv, load_sim_config
 
     base = load_sim_config(args.config)
-    overrides = {k: v for k, v in (("pool_size", args.pool_size), ("sigma", args.sigma),
-                                   ("sigma_v", args.sigma_v),
-                                   ("perturbation", args.perturbation), ("branches", args.branches),
-                                   ("horizon", args.bcg_horizon)) if v is not None}
+    overrides = {
+        k: v
+        for k, v in (
+            ("pool_size", args.pool_size),
+            ("sigma", args.sigma),
+            ("sigma_v", args.sigma_v),
+            ("perturbation", args.perturbation),
+            ("branches", args.branches),
+            ("horizon", args.bcg_horizon),
+        )
+        if v is not None
+    }
     base = dc.replace(base, bcg=dc.replace(base.bcg, **overrides))
     try:
         base.validate()
@@ -182,8 +216,11 @@ def main(argv=None) -> int:
         ap.error(f"--same-start must lie in [0, {last_start}] for {args.motion!r} and this horizon")
     if args.joint_noise < 0:
         ap.error("--joint-noise must be >= 0")
-    frames = (np.full(args.worlds, args.same_start) if args.same_start is not None
-              else np.linspace(0, last_start, args.worlds).round().astype(int))
+    frames = (
+        np.full(args.worlds, args.same_start)
+        if args.same_start is not None
+        else np.linspace(0, last_start, args.worlds).round().astype(int)
+    )
     rng = np.random.default_rng(args.seed)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -194,25 +231,40 @@ def main(argv=None) -> int:
             cfg = dc.replace(base, bcg=dc.replace(base.bcg, enabled=enabled)).with_kappa(kappa)
             env = G1DiffEnv(cfg, args.worlds)
             progress.set_postfix(kappa=kappa, bcg=enabled)
-            grads, cost, touchdowns = per_world_gradients(env, motion, frames, args.horizon, args.seed, progress,
-                                                          args.joint_noise)
+            grads, cost, touchdowns = per_world_gradients(
+                env, motion, frames, args.horizon, args.seed, progress, args.joint_noise
+            )
             if not enabled:
                 grads_off = grads
             finite = np.isfinite(grads).all(1)
             st = variance_stats(grads[finite], args.bootstrap, rng)
             both = finite & np.isfinite(grads_off).all(1)
-            ratio, ratio_std = (paired_ratio(grads_off[both], grads[both], args.bootstrap, rng) if enabled
-                                else (1.0, 0.0))
+            ratio, ratio_std = (
+                paired_ratio(grads_off[both], grads[both], args.bootstrap, rng) if enabled else (1.0, 0.0)
+            )
             bs = env.bcg_stats()
-            row = dict(kappa=kappa, bcg=enabled, worlds=int(finite.sum()), horizon=args.horizon, cost=cost, **st,
-                       ratio_on_off=ratio, ratio_on_off_std=ratio_std, touchdowns=touchdowns,
-                       bundles=bs.bundles_completed, overflow=bs.overflow, branch_spread_pos=bs.branch_spread_pos)
+            row = dict(
+                kappa=kappa,
+                bcg=enabled,
+                worlds=int(finite.sum()),
+                horizon=args.horizon,
+                cost=cost,
+                **st,
+                ratio_on_off=ratio,
+                ratio_on_off_std=ratio_std,
+                touchdowns=touchdowns,
+                bundles=bs.bundles_completed,
+                overflow=bs.overflow,
+                branch_spread_pos=bs.branch_spread_pos,
+            )
             rows.append(row)
-            progress.write(f"kappa {kappa:>5g} BCG {'on ' if enabled else 'off'}: var {st['var']:.3e} "
-                           f"+- {st['var_std']:.1e}  rel {st['rel_var']:.3e} +- {st['rel_var_std']:.1e}  "
-                           f"|g| {st['grad_norm_mean']:.3e}  cost {cost:.3f}  touchdowns {touchdowns} "
-                           f"bundles {bs.bundles_completed} overflow {bs.overflow}"
-                           + (f"  var on/off {ratio:.3f} +- {ratio_std:.3f} (paired)" if enabled else ""))
+            progress.write(
+                f"kappa {kappa:>5g} BCG {'on ' if enabled else 'off'}: var {st['var']:.3e} "
+                f"+- {st['var_std']:.1e}  rel {st['rel_var']:.3e} +- {st['rel_var_std']:.1e}  "
+                f"|g| {st['grad_norm_mean']:.3e}  cost {cost:.3f}  touchdowns {touchdowns} "
+                f"bundles {bs.bundles_completed} overflow {bs.overflow}"
+                + (f"  var on/off {ratio:.3f} +- {ratio_std:.3f} (paired)" if enabled else "")
+            )
     progress.close()
     csv_path = out_dir / "gradvar.csv"
     with open(csv_path, "w", newline="") as f:
@@ -232,8 +284,10 @@ def _plot(rows, path: Path, args) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    for ax, key, label in ((axes[0], "var", "gradient variance trace(Cov)/P"),
-                           (axes[1], "rel_var", "variance / |mean gradient|^2")):
+    for ax, key, label in (
+        (axes[0], "var", "gradient variance trace(Cov)/P"),
+        (axes[1], "rel_var", "variance / |mean gradient|^2"),
+    ):
         for enabled, color in ((False, "tab:red"), (True, "tab:blue")):
             r = [x for x in rows if x["bcg"] == enabled]
             k = np.array([x["kappa"] for x in r])
@@ -249,8 +303,9 @@ def _plot(rows, path: Path, args) -> None:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
     _plot_ratio(axes[2], [x for x in rows if x["bcg"] and np.isfinite(x["ratio_on_off"])])
-    fig.suptitle(f"per-world policy gradients, {args.motion}, N={args.worlds}, horizon {args.horizon} "
-                 f"(band: +-1 bootstrap std)")
+    fig.suptitle(
+        f"per-world policy gradients, {args.motion}, N={args.worlds}, horizon {args.horizon} (band: +-1 bootstrap std)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -258,8 +313,9 @@ def _plot(rows, path: Path, args) -> None:
 def _plot_ratio(ax, on_rows) -> None:
     """var(on)/var(off) per kappa with its paired-bootstrap std; 1 = BCG changes nothing."""
     if not on_rows:  # identical start states: BCG off has no spread, so there is no ratio
-        ax.text(0.5, 0.5, "no on/off ratio:\nBCG off has zero variance", ha="center", va="center",
-                transform=ax.transAxes)
+        ax.text(
+            0.5, 0.5, "no on/off ratio:\nBCG off has zero variance", ha="center", va="center", transform=ax.transAxes
+        )
         ax.set_axis_off()
         return
     k = np.array([x["kappa"] for x in on_rows])

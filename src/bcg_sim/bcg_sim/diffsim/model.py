@@ -148,8 +148,9 @@ def build_model(cfg: SimConfig, num_worlds: int, *, requires_grad: bool = True) 
 
     motors = [g1.MOTORS[j.motor] for j in g1.joints(cfg.variant)]
     kp_table, kd_table = pd_gains(cfg)
-    default_q = np.concatenate([g1.default_qpos(cfg.variant)[:3], [0.0, 0.0, 0.0, 1.0],
-                                g1.default_joint_pos(cfg.variant)])
+    default_q = np.concatenate(
+        [g1.default_qpos(cfg.variant)[:3], [0.0, 0.0, 0.0, 1.0], g1.default_joint_pos(cfg.variant)]
+    )
     dev = cfg.device
 
     def arr(x, dtype):

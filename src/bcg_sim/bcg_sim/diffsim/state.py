@@ -37,8 +37,14 @@ class SimState:
         return SimState(*(t.detach() for t in self.as_tuple()))
 
     def as_tuple(self) -> tuple[torch.Tensor, ...]:
-        return (self.root_pos_w, self.root_quat_w, self.root_lin_vel_w, self.root_ang_vel_w,
-                self.joint_pos, self.joint_vel)
+        return (
+            self.root_pos_w,
+            self.root_quat_w,
+            self.root_lin_vel_w,
+            self.root_ang_vel_w,
+            self.joint_pos,
+            self.joint_vel,
+        )
 
 
 def to_newton(s: SimState, root_com_b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

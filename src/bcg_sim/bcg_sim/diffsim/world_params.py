@@ -36,12 +36,25 @@ class WorldParams:
         """n worlds with the sim config's own model."""
         k = len(MASS_BODIES)
         d = torch.float64
-        return WorldParams(torch.ones(n, dtype=d), torch.ones(n, NUM_JOINTS, dtype=d),
-                           torch.ones(n, NUM_JOINTS, dtype=d), torch.ones(n, k, dtype=d), torch.zeros(n, k, 3, dtype=d))
+        return WorldParams(
+            torch.ones(n, dtype=d),
+            torch.ones(n, NUM_JOINTS, dtype=d),
+            torch.ones(n, NUM_JOINTS, dtype=d),
+            torch.ones(n, k, dtype=d),
+            torch.zeros(n, k, 3, dtype=d),
+        )
 
     @staticmethod
-    def draw(n: int, generator: torch.Generator, friction_scale, kp_scale, kd_scale, pelvis_mass_scale,
-             torso_mass_scale, torso_com_offset) -> WorldParams:
+    def draw(
+        n: int,
+        generator: torch.Generator,
+        friction_scale,
+        kp_scale,
+        kd_scale,
+        pelvis_mass_scale,
+        torso_mass_scale,
+        torso_com_offset,
+    ) -> WorldParams:
         """n worlds uniform in [min, max] scale ranges: one friction scale per world (one floor under both feet),
         kp / kd scales per joint and world (a real G1's gain errors are per motor: three motor types, each
         joint's own friction and temperature), pelvis and torso mass scales, and a torso COM offset in
@@ -67,8 +80,13 @@ class WorldParams:
 
     def is_nominal(self) -> bool:
         """Every world has the sim config's model."""
-        return bool((self.friction_scale == 1).all() and (self.kp_scale == 1).all() and (self.kd_scale == 1).all()
-                    and (self.mass_scale == 1).all() and (self.com_offset_b == 0).all())
+        return bool(
+            (self.friction_scale == 1).all()
+            and (self.kp_scale == 1).all()
+            and (self.kd_scale == 1).all()
+            and (self.mass_scale == 1).all()
+            and (self.com_offset_b == 0).all()
+        )
 
     def take(self, rows) -> WorldParams:
         """The rows `rows` ([M] indices) as a WorldParams of M worlds."""

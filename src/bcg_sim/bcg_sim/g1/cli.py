@@ -1,7 +1,7 @@
 """`bcg-model`: export the G1 description as MJCF/URDF, or print a summary of it.
 
-  bcg-model export --variant 29dof -o g1.xml [--no-floor]     format from the extension (.xml MJCF, .urdf URDF)
-  bcg-model info [--variant 23dof]
+bcg-model export --variant 29dof -o g1.xml [--no-floor]     format from the extension (.xml MJCF, .urdf URDF)
+bcg-model info [--variant 23dof]
 """
 
 from __future__ import annotations
@@ -22,15 +22,25 @@ EXTENSIONS = {".xml": "mjcf", ".mjcf": "mjcf", ".urdf": "urdf"}  # output extens
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bcg-model", description="The project's G1 model: export and inspect.")
     sub = p.add_subparsers(dest="command", required=True)
-    ex = sub.add_parser("export", help="write the model as MJCF (MuJoCo/Newton) or URDF (rviz)",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ex = sub.add_parser(
+        "export",
+        help="write the model as MJCF (MuJoCo/Newton) or URDF (rviz)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     ex.add_argument("--variant", choices=sorted(VARIANTS), default="29dof", help="joint set")
-    ex.add_argument("--format", choices=FORMATS, default=None,
-                    help="model format (default: from the output's extension, .xml/.mjcf MJCF, .urdf URDF)")
+    ex.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="model format (default: from the output's extension, .xml/.mjcf MJCF, .urdf URDF)",
+    )
     ex.add_argument("-o", "--output", required=True, help="output file (.xml, .mjcf or .urdf)")
     ex.add_argument("--no-floor", action="store_true", help="MJCF only: omit the floor plane and light")
-    info = sub.add_parser("info", help="print bodies, joints, limits and total mass",
-                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    info = sub.add_parser(
+        "info",
+        help="print bodies, joints, limits and total mass",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     info.add_argument("--variant", choices=sorted(VARIANTS), default="29dof", help="joint set")
     return p
 
@@ -45,8 +55,9 @@ def export_format(output: str, fmt: str | None) -> str:
     implied = EXTENSIONS.get(ext)
     if fmt is None:
         if implied is None:
-            raise UsageError(f"{output}: cannot tell the format from extension {ext!r}; use "
-                             f"{', '.join(EXTENSIONS)} or --format")
+            raise UsageError(
+                f"{output}: cannot tell the format from extension {ext!r}; use {', '.join(EXTENSIONS)} or --format"
+            )
         return implied
     if implied is not None and implied != fmt:
         raise UsageError(f"{output}: extension {ext} means {implied}, but --format {fmt} was given")
@@ -68,8 +79,10 @@ def _export(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     v = args.variant
     js = joints(v)
-    print(f"G1 {v}: {len(d.BODY_NAMES)} bodies, {len(js)} actuated joints, total mass {d.total_mass(v):.3f} kg, "
-          f"standing pelvis height {d.standing_height(v):.4f} m")
+    print(
+        f"G1 {v}: {len(d.BODY_NAMES)} bodies, {len(js)} actuated joints, total mass {d.total_mass(v):.3f} kg, "
+        f"standing pelvis height {d.standing_height(v):.4f} m"
+    )
     print("\nbodies (depth-first):")
     for b in d.BODIES:
         j = d.body_joint(b, v)
@@ -78,8 +91,10 @@ def _info(args: argparse.Namespace) -> int:
     print("\njoints (motor order): range [rad], effort [N m], velocity [rad/s], armature [kg m^2], kp, kd, default")
     for j in js:
         m = MOTORS[j.motor]
-        print(f"  {j.mjcf_name:28s} [{j.lower:+.4f}, {j.upper:+.4f}]  {m.effort_limit:5.1f}  {m.velocity_limit:4.1f}"
-              f"  {m.armature:.6f}  {m.kp:7.2f}  {m.kd:5.2f}  {j.default:+.3f}")
+        print(
+            f"  {j.mjcf_name:28s} [{j.lower:+.4f}, {j.upper:+.4f}]  {m.effort_limit:5.1f}  {m.velocity_limit:4.1f}"
+            f"  {m.armature:.6f}  {m.kp:7.2f}  {m.kd:5.2f}  {j.default:+.3f}"
+        )
     return 0
 
 

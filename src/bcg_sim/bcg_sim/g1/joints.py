@@ -108,8 +108,14 @@ JOINTS_29: tuple[Joint, ...] = tuple(
 )
 
 # Unitree's 23-DoF G1 has no waist roll/pitch and no wrist pitch/yaw.
-REMOVED_IN_23DOF = ("waist_roll", "waist_pitch", "left_wrist_pitch", "left_wrist_yaw",
-                    "right_wrist_pitch", "right_wrist_yaw")
+REMOVED_IN_23DOF = (
+    "waist_roll",
+    "waist_pitch",
+    "left_wrist_pitch",
+    "left_wrist_yaw",
+    "right_wrist_pitch",
+    "right_wrist_yaw",
+)
 JOINTS_23: tuple[Joint, ...] = tuple(j for j in JOINTS_29 if j.name not in REMOVED_IN_23DOF)
 
 Variant = Literal["29dof", "23dof"]

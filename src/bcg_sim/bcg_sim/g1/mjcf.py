@@ -38,26 +38,61 @@ def _defaults(root: ET.Element) -> None:
     default = ET.SubElement(ET.SubElement(root, "default"), "default", {"class": "g1"})
     ET.SubElement(default, "site", {"size": _f(SITE_SIZE), "rgba": "1 0 0 1", "group": "5"})
     vis = ET.SubElement(default, "default", {"class": "visual"})
-    ET.SubElement(vis, "geom", {"group": str(VISUAL_GROUP), "contype": "0", "conaffinity": "0",
-                                "density": "0", "material": "body"})
+    ET.SubElement(
+        vis,
+        "geom",
+        {"group": str(VISUAL_GROUP), "contype": "0", "conaffinity": "0", "density": "0", "material": "body"},
+    )
     col = ET.SubElement(default, "default", {"class": "collision"})
-    ET.SubElement(col, "geom", {"group": str(COLLISION_GROUP), "contype": str(ROBOT_CONTYPE),
-                                "conaffinity": str(ROBOT_CONAFFINITY), "density": "0",
-                                "friction": f"{d.BODY_FRICTION:g} 0.005 0.0001", "rgba": COLOR_COLLISION})
+    ET.SubElement(
+        col,
+        "geom",
+        {
+            "group": str(COLLISION_GROUP),
+            "contype": str(ROBOT_CONTYPE),
+            "conaffinity": str(ROBOT_CONAFFINITY),
+            "density": "0",
+            "friction": f"{d.BODY_FRICTION:g} 0.005 0.0001",
+            "rgba": COLOR_COLLISION,
+        },
+    )
     foot = ET.SubElement(col, "default", {"class": "collision_foot"})
     # priority 1: the sole's friction wins over the floor's in a contact pair, as in Menagerie
-    ET.SubElement(foot, "geom", {"type": "sphere", "size": _f(d.FOOT_SPHERE_RADIUS), "priority": "1",
-                                 "friction": f"{d.FOOT_FRICTION:g} 0.005 0.0001", "condim": "3"})
+    ET.SubElement(
+        foot,
+        "geom",
+        {
+            "type": "sphere",
+            "size": _f(d.FOOT_SPHERE_RADIUS),
+            "priority": "1",
+            "friction": f"{d.FOOT_FRICTION:g} 0.005 0.0001",
+            "condim": "3",
+        },
+    )
 
 
 def _assets(root: ET.Element, floor: bool) -> None:
     asset = ET.SubElement(root, "asset")
     ET.SubElement(asset, "material", {"name": "body", "rgba": COLOR_BODY})
     if floor:
-        ET.SubElement(asset, "texture", {"name": "grid", "type": "2d", "builtin": "checker", "width": "512",
-                                         "height": "512", "rgb1": "0.2 0.3 0.4", "rgb2": "0.1 0.2 0.3"})
-        ET.SubElement(asset, "material", {"name": "grid", "texture": "grid", "texrepeat": "1 1",
-                                          "texuniform": "true", "reflectance": "0.1"})
+        ET.SubElement(
+            asset,
+            "texture",
+            {
+                "name": "grid",
+                "type": "2d",
+                "builtin": "checker",
+                "width": "512",
+                "height": "512",
+                "rgb1": "0.2 0.3 0.4",
+                "rgb2": "0.1 0.2 0.3",
+            },
+        )
+        ET.SubElement(
+            asset,
+            "material",
+            {"name": "grid", "texture": "grid", "texrepeat": "1 1", "texuniform": "true", "reflectance": "0.1"},
+        )
 
 
 def _geom(parent: ET.Element, g: d.Geom, cls: str) -> None:
@@ -70,8 +105,9 @@ def _geom(parent: ET.Element, g: d.Geom, cls: str) -> None:
 
 
 def _inertial(parent: ET.Element, i: d.Inertial) -> None:
-    ET.SubElement(parent, "inertial", {"pos": _f(i.com), "quat": _f(i.quat), "mass": _f(i.mass),
-                                       "diaginertia": _f(i.diag)})
+    ET.SubElement(
+        parent, "inertial", {"pos": _f(i.com), "quat": _f(i.quat), "mass": _f(i.mass), "diaginertia": _f(i.diag)}
+    )
 
 
 def _joint(parent: ET.Element, b: d.Body, variant: str) -> None:
@@ -79,9 +115,17 @@ def _joint(parent: ET.Element, b: d.Body, variant: str) -> None:
     if j is None:
         return  # root (freejoint added by the caller) or welded in this variant
     m = MOTORS[j.motor]
-    ET.SubElement(parent, "joint", {
-        "name": j.mjcf_name, "axis": _f(j.axis), "range": _f((j.lower, j.upper)),
-        "armature": _f(m.armature), "actuatorfrcrange": _f((-m.effort_limit, m.effort_limit))})
+    ET.SubElement(
+        parent,
+        "joint",
+        {
+            "name": j.mjcf_name,
+            "axis": _f(j.axis),
+            "range": _f((j.lower, j.upper)),
+            "armature": _f(m.armature),
+            "actuatorfrcrange": _f((-m.effort_limit, m.effort_limit)),
+        },
+    )
 
 
 def _body_element(parent: ET.Element, b: d.Body, variant: str) -> ET.Element:
@@ -112,9 +156,18 @@ def _worldbody(root: ET.Element, variant: str, floor: bool) -> None:
     world = ET.SubElement(root, "worldbody")
     if floor:
         ET.SubElement(world, "light", {"name": "sun", "pos": "0 0 4", "dir": "0 0 -1", "directional": "true"})
-        ET.SubElement(world, "geom", {
-            "name": "floor", "type": "plane", "size": f"{FLOOR_HALF_SIZE:g} {FLOOR_HALF_SIZE:g} {FLOOR_GRID_SPACING:g}",
-            "material": "grid", "contype": str(FLOOR_CONTYPE), "conaffinity": str(FLOOR_CONAFFINITY)})
+        ET.SubElement(
+            world,
+            "geom",
+            {
+                "name": "floor",
+                "type": "plane",
+                "size": f"{FLOOR_HALF_SIZE:g} {FLOOR_HALF_SIZE:g} {FLOOR_GRID_SPACING:g}",
+                "material": "grid",
+                "contype": str(FLOOR_CONTYPE),
+                "conaffinity": str(FLOOR_CONAFFINITY),
+            },
+        )
     elements = {}
     for b in d.BODIES:
         elements[b.name] = _body_element(world if b.parent is None else elements[b.parent], b, variant)
@@ -154,8 +207,10 @@ def to_mjcf(variant: str = "29dof", floor: bool = True) -> str:
     _sensors(root)
     _keyframe(root, variant)
     ET.indent(root)
-    return ('<!-- Generated by bcg_sim.g1 (bcg-model export); do not edit. Physical figures: Unitree G1 '
-            'as published in MuJoCo Menagerie (BSD-3-Clause). -->\n' + ET.tostring(root, encoding="unicode") + "\n")
+    return (
+        "<!-- Generated by bcg_sim.g1 (bcg-model export); do not edit. Physical figures: Unitree G1 "
+        "as published in MuJoCo Menagerie (BSD-3-Clause). -->\n" + ET.tostring(root, encoding="unicode") + "\n"
+    )
 
 
 def write_mjcf(path, variant: str = "29dof", floor: bool = True) -> Path:

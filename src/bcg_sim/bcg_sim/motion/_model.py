@@ -34,9 +34,15 @@ def render_model(width: int, height: int, sky: tuple[list[float], list[float]] |
     spec.visual.global_.offwidth = max(width, spec.visual.global_.offwidth)
     spec.visual.global_.offheight = max(height, spec.visual.global_.offheight)
     if sky is not None:
-        spec.add_texture(name="bcg_sky", type=mujoco.mjtTexture.mjTEXTURE_SKYBOX,
-                         builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT, rgb1=sky[0], rgb2=sky[1],
-                         width=SKY_TEXTURE_SIZE, height=6 * SKY_TEXTURE_SIZE)  # a skybox is 6 square faces
+        spec.add_texture(
+            name="bcg_sky",
+            type=mujoco.mjtTexture.mjTEXTURE_SKYBOX,
+            builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT,
+            rgb1=sky[0],
+            rgb2=sky[1],
+            width=SKY_TEXTURE_SIZE,
+            height=6 * SKY_TEXTURE_SIZE,
+        )  # a skybox is 6 square faces
     for light in spec.lights:  # keep lights (and their shadow maps) over the robot as it travels
         light.mode = mujoco.mjtCamLight.mjCAMLIGHT_TRACKCOM
     m = spec.compile()

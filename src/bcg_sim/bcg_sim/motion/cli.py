@@ -42,8 +42,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="bcg-motion", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p = argparse.ArgumentParser(
+        prog="bcg-motion",
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
     sub = p.add_subparsers(dest="command", required=True)
     clip_help = f"built-in clip ({', '.join(library.BUILTIN)}) or a .csv/.npz/.pkl file"
     rate_help = "frame rate of a CSV input [Hz] (default: a rate in the file name, else 30)"
@@ -62,10 +66,17 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("output", help="output .csv/.npz/.pkl")
     s.add_argument("--input-fps", type=float, default=None, help=rate_help)
     s.add_argument("--fps", type=float, help="resample to this rate (default: keep the clip's rate)")
-    s.add_argument("--align-ground", action="store_true",
-                   help="shift vertically so the stance soles are at z = 0 (median over stance frames)")
-    s.add_argument("--start", type=float, default=0.0,
-                   help="keep the clip from this time [s] on (default 0); world positions are kept, not re-based")
+    s.add_argument(
+        "--align-ground",
+        action="store_true",
+        help="shift vertically so the stance soles are at z = 0 (median over stance frames)",
+    )
+    s.add_argument(
+        "--start",
+        type=float,
+        default=0.0,
+        help="keep the clip from this time [s] on (default 0); world positions are kept, not re-based",
+    )
     s.add_argument("--end", type=float, default=None, help="keep the clip up to this time [s] (default: its end)")
     s.set_defaults(func=_convert)
 
@@ -125,8 +136,11 @@ def _convert(args: argparse.Namespace) -> int:
         m = ops.align_ground(m)
     out_rate = formats.rate_in_name(args.output)
     if Path(args.output).suffix.lower() == ".csv" and out_rate is None and not np.isclose(m.fps, formats.CSV_FPS):
-        print(f"bcg-motion: note: CSV files carry no rate; {args.output} holds {m.fps:g} fps data (readers "
-              f"assume {formats.CSV_FPS:g} unless told; name it *_{m.fps:g}hz.csv to carry the rate)", file=sys.stderr)
+        print(
+            f"bcg-motion: note: CSV files carry no rate; {args.output} holds {m.fps:g} fps data (readers "
+            f"assume {formats.CSV_FPS:g} unless told; name it *_{m.fps:g}hz.csv to carry the rate)",
+            file=sys.stderr,
+        )
     library.save(m, args.output)
     print(f"{args.output}: {m.num_frames} frames at {m.fps:g} fps ({m.duration:.2f} s)")
     return 0

@@ -68,8 +68,9 @@ def _check_quats(q: np.ndarray, where: str | os.PathLike, tol: float) -> None:
     err = np.abs(np.linalg.norm(q, axis=-1) - 1.0)
     if (err > tol).any():
         frame = int(np.argmax(err > tol))
-        raise _fail(where, f"root quaternion is not unit length at frame {frame} (| |q| - 1 | = "
-                           f"{err[frame]:.3g} > {tol:g})")
+        raise _fail(
+            where, f"root quaternion is not unit length at frame {frame} (| |q| - 1 | = {err[frame]:.3g} > {tol:g})"
+        )
 
 
 def _check_limits(q: np.ndarray, where: str | os.PathLike, tol: float) -> None:
@@ -77,8 +78,11 @@ def _check_limits(q: np.ndarray, where: str | os.PathLike, tol: float) -> None:
     excess = np.maximum(lo - q, q - hi)  # [T, 29] > 0 outside the range
     if (excess > tol).any():
         frame, j = (int(v) for v in np.argwhere(excess > tol)[0])
-        raise _fail(where, f"joint {JOINTS_29[j].name} = {q[frame, j]:.4f} rad at frame {frame} is outside "
-                           f"[{lo[j]:.4f}, {hi[j]:.4f}] by more than {tol:g} rad")
+        raise _fail(
+            where,
+            f"joint {JOINTS_29[j].name} = {q[frame, j]:.4f} rad at frame {frame} is outside "
+            f"[{lo[j]:.4f}, {hi[j]:.4f}] by more than {tol:g} rad",
+        )
 
 
 # ----------------------------------------------------------------------------------------------- CSV
@@ -125,8 +129,14 @@ def read_csv(path: str | os.PathLike, fps: float | None = None) -> Motion:
         data = np.array([[float(v) for v in r.split(",")] for r in rows])
     except ValueError as exc:
         raise _fail(path, f"non-numeric value ({exc})") from exc
-    motion = Motion(name=path.stem, fps=rate, root_pos_w=data[:, 0:3],
-                    root_quat_w=xyzw_to_wxyz(data[:, 3:7]), joint_pos=data[:, 7:], source=str(path))
+    motion = Motion(
+        name=path.stem,
+        fps=rate,
+        root_pos_w=data[:, 0:3],
+        root_quat_w=xyzw_to_wxyz(data[:, 3:7]),
+        joint_pos=data[:, 7:],
+        source=str(path),
+    )
     return validate(motion, path)
 
 
@@ -135,8 +145,11 @@ def write_csv(motion: Motion, path: str | os.PathLike) -> None:
     so a name that states another rate than the motion's is refused."""
     named = rate_in_name(path)
     if named is not None and not np.isclose(named, motion.fps):
-        raise _fail(path, f"the file name says {named:g} fps but the motion is {motion.fps:g} fps "
-                          f"(resample it, or name the file *_{motion.fps:g}hz.csv)")
+        raise _fail(
+            path,
+            f"the file name says {named:g} fps but the motion is {motion.fps:g} fps "
+            f"(resample it, or name the file *_{motion.fps:g}hz.csv)",
+        )
     data = np.concatenate([motion.root_pos_w, wxyz_to_xyzw(motion.root_quat_w), motion.joint_pos], 1)
     # 17 significant digits: float64 round-trips exactly.
     np.savetxt(path, data, delimiter=",", fmt="%.17g")
@@ -158,17 +171,31 @@ def read_npz(path: str | os.PathLike) -> Motion:
     bp, bq = np.asarray(data["body_pos_w"], float), np.asarray(data["body_quat_w"], float)
     if bp.ndim != 3 or bq.ndim != 3 or bp.shape[-1] != 3 or bq.shape[-1] != 4:
         raise _fail(path, f"body_pos_w / body_quat_w must be [T, B, 3] / [T, B, 4], got {bp.shape} / {bq.shape}")
-    motion = Motion(name=path.stem, fps=float(fps[0]), root_pos_w=bp[:, 0], root_quat_w=bq[:, 0],
-                    joint_pos=np.asarray(data["joint_pos"], float), source=str(path))
+    motion = Motion(
+        name=path.stem,
+        fps=float(fps[0]),
+        root_pos_w=bp[:, 0],
+        root_quat_w=bq[:, 0],
+        joint_pos=np.asarray(data["joint_pos"], float),
+        source=str(path),
+    )
     return validate(motion, path)
 
 
 def write_npz(motion: Motion, path: str | os.PathLike) -> None:
     """mjlab/BeyondMimic NPZ (needs a completed motion); adds `body_names` as an extra key."""
     _require_completed(motion)
-    np.savez(path, fps=np.array([motion.fps]), joint_pos=motion.joint_pos, joint_vel=motion.joint_vel,
-             body_pos_w=motion.body_pos_w, body_quat_w=motion.body_quat_w, body_lin_vel_w=motion.body_lin_vel_w,
-             body_ang_vel_w=motion.body_ang_vel_w, body_names=np.array(motion.body_names))
+    np.savez(
+        path,
+        fps=np.array([motion.fps]),
+        joint_pos=motion.joint_pos,
+        joint_vel=motion.joint_vel,
+        body_pos_w=motion.body_pos_w,
+        body_quat_w=motion.body_quat_w,
+        body_lin_vel_w=motion.body_lin_vel_w,
+        body_ang_vel_w=motion.body_ang_vel_w,
+        body_names=np.array(motion.body_names),
+    )
 
 
 # ----------------------------------------------------------------------------------------------- PKL
@@ -196,10 +223,14 @@ def read_pkl(path: str | os.PathLike, clip: str | None = None) -> Motion:
     if missing:
         raise _fail(path, f"clip {key!r}: missing key(s) {missing}; found {sorted(entry)}")
     joints = _pkl_joints(path, entry)
-    motion = Motion(name=str(key), fps=float(np.asarray(entry["fps"], dtype=float).reshape(-1)[0]),
-                    root_pos_w=np.asarray(entry["root_trans_offset"], float),
-                    root_quat_w=xyzw_to_wxyz(np.asarray(entry["root_rot"], float)),
-                    joint_pos=joints, source=str(path))
+    motion = Motion(
+        name=str(key),
+        fps=float(np.asarray(entry["fps"], dtype=float).reshape(-1)[0]),
+        root_pos_w=np.asarray(entry["root_trans_offset"], float),
+        root_quat_w=xyzw_to_wxyz(np.asarray(entry["root_rot"], float)),
+        joint_pos=joints,
+        source=str(path),
+    )
     return validate(motion, path)
 
 

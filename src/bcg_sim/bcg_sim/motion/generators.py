@@ -76,8 +76,14 @@ def generate(name: str, cfg: GenerationConfig) -> Motion:
     foot_quat = from_euler_zyx(np.zeros_like(plan.foot_yaw), plan.foot_pitch, plan.foot_yaw)
     rot_weight = np.where(plan.foot_swing, cfg.ik.swing_rotation_weight, 1.0)
     qpos = ik.solve_legs(qpos, foot_target, foot_quat, rot_weight, cfg.ik)
-    motion = Motion(name=name, fps=float(cfg.fps), root_pos_w=qpos[:, :3], root_quat_w=qpos[:, 3:7],
-                    joint_pos=qpos[:, 7:], source=f"bcg built-in generator v{GENERATOR_VERSION}")
+    motion = Motion(
+        name=name,
+        fps=float(cfg.fps),
+        root_pos_w=qpos[:, :3],
+        root_quat_w=qpos[:, 3:7],
+        joint_pos=qpos[:, 7:],
+        source=f"bcg built-in generator v{GENERATOR_VERSION}",
+    )
     return kinematics.complete(motion)
 
 
@@ -90,11 +96,12 @@ def _frames(duration: float, fps: float) -> int:
 def _min_jerk(s: np.ndarray) -> np.ndarray:
     """Smooth 0 -> 1 on s in [0, 1] with zero velocity and acceleration at both ends."""
     s = np.clip(s, 0.0, 1.0)
-    return s ** 3 * (10.0 - 15.0 * s + 6.0 * s ** 2)
+    return s**3 * (10.0 - 15.0 * s + 6.0 * s**2)
 
 
-def _feet_track(holds: list[_Hold], times: np.ndarray, swing: SwingConfig,
-                lift: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[np.ndarray, ...]:
+def _feet_track(
+    holds: list[_Hold], times: np.ndarray, swing: SwingConfig, lift: Callable[[np.ndarray], np.ndarray] | None = None
+) -> tuple[np.ndarray, ...]:
     """One foot's sole point [T, 3], yaw [T], pitch [T] and swing flag [T] from its footholds (sorted, non-overlapping).
 
     Before the first / after the last foothold the foot stays there. Between two footholds it swings:
@@ -125,8 +132,12 @@ def _feet_track(holds: list[_Hold], times: np.ndarray, swing: SwingConfig,
     return pos, yaw, pitch, in_swing
 
 
-def _upper_body(poses: dict[str, dict[str, float]], keys: list[PoseKey], times: np.ndarray,
-                key_time: Callable[[float], float] = float) -> np.ndarray:
+def _upper_body(
+    poses: dict[str, dict[str, float]],
+    keys: list[PoseKey],
+    times: np.ndarray,
+    key_time: Callable[[float], float] = float,
+) -> np.ndarray:
     """[T, 29] joints: G1 default pose, with the keyframed joints interpolated by PCHIP (C1, and no overshoot
     beyond the keyframe values, so keyframes within the joint limits give a clip within them)."""
     out = np.tile(_model.default_joint_pos(), (times.size, 1))
@@ -186,7 +197,7 @@ class _Track:
     def ballistic(self, duration: float) -> _Track:
         t, p, v = self.end
         acc = np.array([0.0, 0.0, -self.g])
-        self.knots.append((t + duration, p + v * duration + 0.5 * acc * duration ** 2, v + acc * duration))
+        self.knots.append((t + duration, p + v * duration + 0.5 * acc * duration**2, v + acc * duration))
         self.kinds.append("ballistic")
         return self
 
@@ -198,7 +209,7 @@ class _Track:
             sel = (times >= t0) & (times <= t1)
             tau = (times[sel] - t0)[:, None]
             if kind == "ballistic":
-                out[sel] = p0 + v0 * tau + 0.5 * acc * tau ** 2
+                out[sel] = p0 + v0 * tau + 0.5 * acc * tau**2
             else:
                 out[sel] = _hermite(p0, v0, p1, v1, t1 - t0, tau / (t1 - t0))
         out[times > self.end[0]] = self.end[1]
@@ -207,7 +218,7 @@ class _Track:
 
 def _hermite(p0: np.ndarray, v0: np.ndarray, p1: np.ndarray, v1: np.ndarray, T: float, s: np.ndarray) -> np.ndarray:
     """Cubic Hermite between (p0, v0) and (p1, v1) over T seconds at s in [0, 1]."""
-    h00, h10, h01, h11 = 2 * s ** 3 - 3 * s ** 2 + 1, s ** 3 - 2 * s ** 2 + s, -2 * s ** 3 + 3 * s ** 2, s ** 3 - s ** 2
+    h00, h10, h01, h11 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s, -2 * s**3 + 3 * s**2, s**3 - s**2
     return h00 * p0 + h10 * T * v0 + h01 * p1 + h11 * T * v1
 
 
@@ -229,8 +240,9 @@ def _run(c: RunConfig, fps: float, g: float) -> _Plan:
     phase = np.mod(times, period)
     s = phase / ts
     tau = phase - ts
-    z = np.where(phase < ts, c.touchdown_height - vz * ts * (s - s ** 2),
-                 c.touchdown_height + vz * tau - 0.5 * g * tau ** 2)
+    z = np.where(
+        phase < ts, c.touchdown_height - vz * ts * (s - s**2), c.touchdown_height + vz * tau - 0.5 * g * tau**2
+    )
     # heading on a fine grid (substeps per frame) from 2 steps before the clip to 2 after, integrated to a path
     sub = 20
     k_range = range(-2, int(np.ceil(times[-1] / period)) + 2)
@@ -266,18 +278,23 @@ def _run(c: RunConfig, fps: float, g: float) -> _Plan:
             tm = k * period + ts / 2
             h = float(np.interp(tm, fine, psi))
             p = np.array([np.interp(tm, fine, path[:, 0]), np.interp(tm, fine, path[:, 1])])
-            p += (c.foot_forward * np.array([np.cos(h), np.sin(h)])
-                  + sign * c.half_width * np.array([-np.sin(h), np.cos(h)]))
+            p += c.foot_forward * np.array([np.cos(h), np.sin(h)]) + sign * c.half_width * np.array(
+                [-np.sin(h), np.cos(h)]
+            )
             holds.append(_Hold(k * period, k * period + ts, float(p[0]), float(p[1]), h))
         tracks.append(_feet_track(holds, times, c.swing))
     # Stride phase: +1 at left mid-stance (right leg swinging forward), -1 at right mid-stance.
     stride = np.cos(np.pi * (times - ts / 2) / period)
     arm = np.cos(np.pi * (times - period) / period)  # +1 when the right foot touches down (left arm forward)
-    rate = (wanted.derivative()(np.clip(times, tk[0], tk[-1])) * ((times >= tk[0]) & (times <= tk[-1]))
-            if wanted is not None else np.zeros_like(times))  # the keys' turn rate [rad/s]
+    rate = (
+        wanted.derivative()(np.clip(times, tk[0], tk[-1])) * ((times >= tk[0]) & (times <= tk[-1]))
+        if wanted is not None
+        else np.zeros_like(times)
+    )  # the keys' turn rate [rad/s]
     bank = -np.arctan(c.speed * rate / g)  # lean into the turn (a left turn rolls the pelvis left: roll < 0)
-    quat = from_euler_zyx(c.roll_amplitude * stride + bank, np.full_like(times, c.lean),
-                                    psi[frame] + c.yaw_amplitude * stride)
+    quat = from_euler_zyx(
+        c.roll_amplitude * stride + bank, np.full_like(times, c.lean), psi[frame] + c.yaw_amplitude * stride
+    )
     joints = np.tile(_model.default_joint_pos(), (times.size, 1))
     for name, value in {
         "waist_yaw": -c.waist_yaw_amplitude * stride,
@@ -307,8 +324,11 @@ def _jump(c: JumpConfig, fps: float, g: float) -> _Plan:
         raise ConfigError("motions.yaml: jump.jumps needs at least one jump")
     t_flight = _frames(2.0 * np.sqrt(2.0 * c.apex / g), fps) / fps
     vz = 0.5 * g * t_flight
-    durations = [_frames(d, fps) / fps for d in (c.stand_time, c.crouch_time, c.push_time)] + [t_flight] + [
-        _frames(d, fps) / fps for d in (c.landing_time, c.recover_time, c.end_time)]
+    durations = (
+        [_frames(d, fps) / fps for d in (c.stand_time, c.crouch_time, c.push_time)]
+        + [t_flight]
+        + [_frames(d, fps) / fps for d in (c.landing_time, c.recover_time, c.end_time)]
+    )
     cycle = float(np.sum(durations))
     phase_starts = np.concatenate([[0.0], np.cumsum(durations)])  # [8] within one cycle
     times = np.arange(_frames(cycle * len(c.jumps), fps) + 1) / fps
@@ -333,8 +353,11 @@ def _jump(c: JumpConfig, fps: float, g: float) -> _Plan:
             # the take-off foothold is the previous landing's (same place and heading): it ends at this take-off
             t_planted = feet_holds[side].pop().t0 if feet_holds[side] else -np.inf
             for ctr, hd, ta, tb in ((centre, heading, t_planted, t_off), (end, new_heading, t_on, np.inf)):
-                x, y = (ctr + c.foot_forward * np.array([np.cos(hd), np.sin(hd)])
-                        + sign * c.half_width * np.array([-np.sin(hd), np.cos(hd)]))
+                x, y = (
+                    ctr
+                    + c.foot_forward * np.array([np.cos(hd), np.sin(hd)])
+                    + sign * c.half_width * np.array([-np.sin(hd), np.cos(hd)])
+                )
                 feet_holds[side].append(_Hold(ta, tb, x, y, hd))
         yaw_t += [t0 + phase_starts[2], t0 + phase_starts[5]]
         yaw_v += [heading, new_heading]
@@ -346,8 +369,7 @@ def _jump(c: JumpConfig, fps: float, g: float) -> _Plan:
     def lift(t: np.ndarray) -> np.ndarray:  # feet follow the pelvis rise in flight (legs keep their length)
         return track.sample(t)[:, 2] - c.takeoff_height
 
-    tracks = [_feet_track(holds, times, SwingConfig(apex=c.tuck, hold=c.hold, pitch=0.0), lift)
-              for holds in feet_holds]
+    tracks = [_feet_track(holds, times, SwingConfig(apex=c.tuck, hold=c.hold, pitch=0.0), lift) for holds in feet_holds]
     yaw = _interp(np.array(yaw_t), np.array(yaw_v), times)
     pitch = _interp(np.array(pitch_t), np.array(pitch_v), times)
     quat = from_euler_zyx(np.zeros_like(times), pitch, yaw)
@@ -357,8 +379,9 @@ def _jump(c: JumpConfig, fps: float, g: float) -> _Plan:
         return float(phase_starts[i] + (k - i) * durations[i])
 
     cycle_keys = [(key_time(k.t), k.pose) for k in c.keys]
-    keys = [PoseKey(n * cycle + t, pose) for n in range(len(c.jumps)) for t, pose in cycle_keys
-            if n == 0 or t > 1e-9]  # a cycle's first key is the previous one's last (same pose)
+    keys = [
+        PoseKey(n * cycle + t, pose) for n in range(len(c.jumps)) for t, pose in cycle_keys if n == 0 or t > 1e-9
+    ]  # a cycle's first key is the previous one's last (same pose)
     joints = _upper_body(c.poses, keys, times)
     return _Plan(times, root, quat, joints, *_stack_feet(tracks))
 
@@ -369,23 +392,29 @@ def _keyframed(c: KeyframedConfig, fps: float) -> _Plan:
     each lift, see KeyframedConfig) plus keyframed offsets, keyframed upper body."""
     times = np.arange(_frames(c.duration, fps) + 1) / fps
     lx, rx, lyaw, ryaw = c.stagger
-    holds = {"left": [_Hold(-np.inf, np.inf, lx, c.half_width, lyaw)],
-             "right": [_Hold(-np.inf, np.inf, rx, -c.half_width, ryaw)]}
+    holds = {
+        "left": [_Hold(-np.inf, np.inf, lx, c.half_width, lyaw)],
+        "right": [_Hold(-np.inf, np.inf, rx, -c.half_width, ryaw)],
+    }
     steps = sorted(c.steps, key=lambda s: s.t_lift)
     for step in steps:
         if step.foot not in holds:
             raise ConfigError(f"motions.yaml: step foot must be 'left' or 'right', got {step.foot!r}")
         last = holds[step.foot][-1]
         if not last.t0 < step.t_lift < step.t_land:
-            raise ConfigError(f"motions.yaml: {step.foot} step lifting at {step.t_lift} s: the foot lands at "
-                              f"{last.t0} s before it, and must land after the lift (t_land {step.t_land})")
+            raise ConfigError(
+                f"motions.yaml: {step.foot} step lifting at {step.t_lift} s: the foot lands at "
+                f"{last.t0} s before it, and must land after the lift (t_land {step.t_land})"
+            )
         dx, dy, dyaw = step.move
         holds[step.foot][-1] = _Hold(last.t0, step.t_lift, last.x, last.y, last.yaw)
         holds[step.foot].append(_Hold(step.t_land, np.inf, last.x + dx, last.y + dy, last.yaw + dyaw))
     for a, b in zip(steps[:-1], steps[1:]):
         if b.t_lift <= a.t_land:
-            raise ConfigError(f"motions.yaml: the {b.foot} foot lifts at {b.t_lift} s while the {a.foot} foot is "
-                              f"in the air (until {a.t_land} s): one foot at a time")
+            raise ConfigError(
+                f"motions.yaml: the {b.foot} foot lifts at {b.t_lift} s while the {a.foot} foot is "
+                f"in the air (until {a.t_land} s): one foot at a time"
+            )
     tracks = [_feet_track(holds[f], times, c.swing) for f in _FEET]
     foot_pos, foot_yaw, foot_pitch, foot_swing = _stack_feet(tracks)
     w = _support_weight(c, steps, times)[:, None]  # [T, 1] share of the left foot
@@ -395,8 +424,14 @@ def _keyframed(c: KeyframedConfig, fps: float) -> _Plan:
     offset = _interp(tk, np.array([k.pos for k in c.root], float), times)  # [T, 3] forward, left, z
     rpy = _interp(tk, np.array([k.rpy for k in c.root], float), times)
     cos, sin = np.cos(heading), np.sin(heading)
-    root = np.stack([support[:, 0] + cos * offset[:, 0] - sin * offset[:, 1],
-                     support[:, 1] + sin * offset[:, 0] + cos * offset[:, 1], offset[:, 2]], axis=1)
+    root = np.stack(
+        [
+            support[:, 0] + cos * offset[:, 0] - sin * offset[:, 1],
+            support[:, 1] + sin * offset[:, 0] + cos * offset[:, 1],
+            offset[:, 2],
+        ],
+        axis=1,
+    )
     quat = from_euler_zyx(rpy[:, 0], rpy[:, 1], heading + rpy[:, 2])
     joints = _upper_body(c.poses, c.keys, times)
     return _Plan(times, root, quat, joints, foot_pos, foot_yaw, foot_pitch, foot_swing)

@@ -26,8 +26,9 @@ def sole_height() -> float:
     return float(_model.foot_sphere_radius() - _model.foot_spheres()[:, 2].min())
 
 
-def solve_legs(qpos: np.ndarray, foot_pos_w: np.ndarray, foot_quat_w: np.ndarray, rot_weight: np.ndarray,
-               cfg: IKConfig) -> np.ndarray:
+def solve_legs(
+    qpos: np.ndarray, foot_pos_w: np.ndarray, foot_quat_w: np.ndarray, rot_weight: np.ndarray, cfg: IKConfig
+) -> np.ndarray:
     """Leg joints that put the foot bodies at their targets, frame by frame.
 
     qpos [T, 36]: root pose and upper-body joints (legs: the initial guess of frame 0);
@@ -55,15 +56,18 @@ def solve_legs(qpos: np.ndarray, foot_pos_w: np.ndarray, foot_quat_w: np.ndarray
 def _check(e: np.ndarray, rot_weight: np.ndarray, t: int, cfg: IKConfig) -> None:
     """Feet with full orientation weight (planted) must be exact; swinging feet within max_swing_error."""
     for k in range(2):
-        ek = e[6 * k:6 * k + 6] if rot_weight[k] >= 1.0 else e[6 * k:6 * k + 3]
+        ek = e[6 * k : 6 * k + 6] if rot_weight[k] >= 1.0 else e[6 * k : 6 * k + 3]
         limit = cfg.max_error if rot_weight[k] >= 1.0 else cfg.max_swing_error
         if np.abs(ek).max() > limit:
-            raise IKError(f"leg IK residual {np.abs(ek).max():.2e} (> {limit:g}) for the {('left', 'right')[k]} "
-                          f"foot at frame {t}: foot target unreachable")
+            raise IKError(
+                f"leg IK residual {np.abs(ek).max():.2e} (> {limit:g}) for the {('left', 'right')[k]} "
+                f"foot at frame {t}: foot target unreachable"
+            )
 
 
-def _solve_frame(m: mujoco.MjModel, d: mujoco.MjData, pos: np.ndarray, quat: np.ndarray, w: np.ndarray,
-                 cfg: IKConfig) -> tuple[np.ndarray, np.ndarray]:
+def _solve_frame(
+    m: mujoco.MjModel, d: mujoco.MjData, pos: np.ndarray, quat: np.ndarray, w: np.ndarray, cfg: IKConfig
+) -> tuple[np.ndarray, np.ndarray]:
     """Weighted DLS iterations for one frame; returns (leg joints [12], unweighted error [12])."""
     feet = _model.foot_body_ids()
     rows = slice(_model.ROOT_QPOS, _model.ROOT_QPOS + _NUM)
@@ -85,14 +89,15 @@ def _solve_frame(m: mujoco.MjModel, d: mujoco.MjData, pos: np.ndarray, quat: np.
     return d.qpos[rows].copy(), e
 
 
-def _dls_step(j: np.ndarray, e: np.ndarray, q: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-              damping: float) -> np.ndarray:
+def _dls_step(
+    j: np.ndarray, e: np.ndarray, q: np.ndarray, lo: np.ndarray, hi: np.ndarray, damping: float
+) -> np.ndarray:
     """DLS step; joints at a limit that the step pushes further are frozen and the step recomputed, so the
     free joints take up the remaining error instead of stalling."""
     free = np.ones(q.size, dtype=bool)
     for _ in range(2):
         jf = j * free
-        step = jf.T @ np.linalg.solve(jf @ jf.T + damping ** 2 * np.eye(j.shape[0]), e)
+        step = jf.T @ np.linalg.solve(jf @ jf.T + damping**2 * np.eye(j.shape[0]), e)
         blocked = ((q <= lo) & (step < 0)) | ((q >= hi) & (step > 0))
         if not (blocked & free).any():
             break
@@ -100,15 +105,16 @@ def _dls_step(j: np.ndarray, e: np.ndarray, q: np.ndarray, lo: np.ndarray, hi: n
     return step
 
 
-def _evaluate(m: mujoco.MjModel, d: mujoco.MjData, feet: tuple[int, int], pos: np.ndarray, quat: np.ndarray,
-              jac: np.ndarray) -> np.ndarray:
+def _evaluate(
+    m: mujoco.MjModel, d: mujoco.MjData, feet: tuple[int, int], pos: np.ndarray, quat: np.ndarray, jac: np.ndarray
+) -> np.ndarray:
     """Forward kinematics at d.qpos; fills jac [12, nv] (rows: left pos, left rot, right pos, right rot) and
     returns the [12] error (position m, world rotation vector rad)."""
     mujoco.mj_kinematics(m, d)
     mujoco.mj_comPos(m, d)  # the Jacobian functions need cdof
     e = np.empty(_NUM)
     for k, b in enumerate(feet):
-        mujoco.mj_jacBody(m, d, jac[6 * k:6 * k + 3], jac[6 * k + 3:6 * k + 6], b)
-        e[6 * k:6 * k + 3] = pos[k] - d.xpos[b]
-        e[6 * k + 3:6 * k + 6] = quat_log(quat_multiply(quat[k], quat_conjugate(d.xquat[b])))
+        mujoco.mj_jacBody(m, d, jac[6 * k : 6 * k + 3], jac[6 * k + 3 : 6 * k + 6], b)
+        e[6 * k : 6 * k + 3] = pos[k] - d.xpos[b]
+        e[6 * k + 3 : 6 * k + 6] = quat_log(quat_multiply(quat[k], quat_conjugate(d.xquat[b])))
     return e

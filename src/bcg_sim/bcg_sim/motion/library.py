@@ -26,8 +26,9 @@ class MotionRateWarning(UserWarning):
     """A clip's rate is assumed, or its speeds look implausible for the rate it is read at."""
 
 
-def load(name_or_path: str | os.PathLike, fps: float | None = None, clip: str | None = None,
-         input_fps: float | None = None) -> Motion:
+def load(
+    name_or_path: str | os.PathLike, fps: float | None = None, clip: str | None = None, input_fps: float | None = None
+) -> Motion:
     """A completed Motion: a built-in clip name ("run", "jump", "fight", "dance") or a motion file
     (.csv LAFAN1-G1, .npz mjlab/BeyondMimic, .pkl PHC/ASAP; `clip` picks one clip of a multi-clip PKL).
 
@@ -66,11 +67,15 @@ def speed_warning(motion: Motion) -> str | None:
     q = f"{cfg.speed_quantile:.0%} quantile"
     if ratio.max() > cfg.max_joint_speed_ratio:
         j = int(ratio.argmax())
-        return (f"at {motion.fps:g} fps {JOINTS_29[j].name} moves at {ratio[j]:.2f} x its motor's velocity limit "
-                f"({q}): is the clip recorded at a lower rate? (pass --input-fps)")
+        return (
+            f"at {motion.fps:g} fps {JOINTS_29[j].name} moves at {ratio[j]:.2f} x its motor's velocity limit "
+            f"({q}): is the clip recorded at a lower rate? (pass --input-fps)"
+        )
     if root > cfg.max_root_speed:
-        return (f"at {motion.fps:g} fps the pelvis moves at {root:.1f} m/s ({q}, more than {cfg.max_root_speed:g}): "
-                "is the clip recorded at a lower rate? (pass --input-fps)")
+        return (
+            f"at {motion.fps:g} fps the pelvis moves at {root:.1f} m/s ({q}, more than {cfg.max_root_speed:g}): "
+            "is the clip recorded at a lower rate? (pass --input-fps)"
+        )
     return None
 
 
@@ -116,8 +121,13 @@ def cache_key(name: str) -> str:
     kinematics code, the contact rule and the G1 model's kinematic tree."""
     cfg = motions_config()
     h = hashlib.sha256()
-    h.update(json.dumps([name, generators.GENERATOR_VERSION, dataclasses.asdict(cfg.generation),
-                         dataclasses.asdict(cfg.contact)], sort_keys=True, default=str).encode())
+    h.update(
+        json.dumps(
+            [name, generators.GENERATOR_VERSION, dataclasses.asdict(cfg.generation), dataclasses.asdict(cfg.contact)],
+            sort_keys=True,
+            default=str,
+        ).encode()
+    )
     for module in (generators, ik, kinematics, quat, _model):
         h.update(inspect.getsource(module).encode())
     m = _model.model()

@@ -55,8 +55,9 @@ def clip(motion: Motion, start: float = 0.0, end: float | None = None) -> Motion
     if not keep.any():
         raise ValueError(f"window [{start}, {end}] s holds no frame of {motion.name!r} ({motion.duration:.3f} s)")
     out = motion.primary()
-    out.root_pos_w, out.root_quat_w, out.joint_pos = (a[keep] for a in
-                                                      (motion.root_pos_w, motion.root_quat_w, motion.joint_pos))
+    out.root_pos_w, out.root_quat_w, out.joint_pos = (
+        a[keep] for a in (motion.root_pos_w, motion.root_quat_w, motion.joint_pos)
+    )
     return kinematics.complete(out)
 
 
@@ -85,9 +86,15 @@ def window(motion: Motion, start: float = 0.0, end: float | None = None) -> Moti
     keep = (t >= start - _TIME_EPS) & (t <= (dur if end is None else end) + _TIME_EPS)
     if keep.sum() < 2:
         raise ValueError(f"{what}: holds {keep.sum()} frame(s) at {m.fps:g} fps; a window needs two")
-    out = dataclasses.replace(m, body_names=list(m.body_names), **{
-        f.name: np.array(getattr(m, f.name)[keep]) for f in dataclasses.fields(m)
-        if isinstance(getattr(m, f.name), np.ndarray)})
+    out = dataclasses.replace(
+        m,
+        body_names=list(m.body_names),
+        **{
+            f.name: np.array(getattr(m, f.name)[keep])
+            for f in dataclasses.fields(m)
+            if isinstance(getattr(m, f.name), np.ndarray)
+        },
+    )
     end_s = start + out.duration
     out.source = f"{motion.source} [{start:g}-{end_s:g} s]" if motion.source else f"[{start:g}-{end_s:g} s]"
     return out

@@ -41,7 +41,10 @@ class MotionRenderer:
         self.camera = mujoco.MjvCamera()
         self.camera.type = mujoco.mjtCamera.mjCAMERA_FREE
         self.camera.distance, self.camera.azimuth, self.camera.elevation = (
-            self.cfg.distance, self.cfg.azimuth, self.cfg.elevation)
+            self.cfg.distance,
+            self.cfg.azimuth,
+            self.cfg.elevation,
+        )
 
     def __enter__(self) -> MotionRenderer:
         return self
@@ -74,8 +77,9 @@ class MotionRenderer:
         mujoco.mj_forward(self.model, self.ghost_data)
         scene = self.renderer.scene
         first = scene.ngeom
-        mujoco.mjv_addGeoms(self.model, self.ghost_data, self.option, mujoco.MjvPerturb(),
-                            mujoco.mjtCatBit.mjCAT_DYNAMIC, scene)
+        mujoco.mjv_addGeoms(
+            self.model, self.ghost_data, self.option, mujoco.MjvPerturb(), mujoco.mjtCatBit.mjCAT_DYNAMIC, scene
+        )
         for i in range(first, scene.ngeom):
             g = scene.geoms[i]
             if g.objtype == mujoco.mjtObj.mjOBJ_GEOM and g.objid in self._robot_geoms:
@@ -101,8 +105,15 @@ def strip_times(motion: Motion, frames: int) -> np.ndarray:
     return np.linspace(0.0, motion.duration, max(1, frames))
 
 
-def render_strip(motion: Motion, frames: int, width: int, height: int, ghost: Motion | None = None,
-                 cfg: RenderConfig | None = None, time_offset: float = 0.0) -> np.ndarray:
+def render_strip(
+    motion: Motion,
+    frames: int,
+    width: int,
+    height: int,
+    ghost: Motion | None = None,
+    cfg: RenderConfig | None = None,
+    time_offset: float = 0.0,
+) -> np.ndarray:
     """[H + label_height, frames * W, 3] uint8: `frames` snapshots side by side, each with its time stamp
     (clip time + time_offset, e.g. the --start of a window) in a row underneath."""
     cfg = motions_config().render if cfg is None else cfg
@@ -111,8 +122,10 @@ def render_strip(motion: Motion, frames: int, width: int, height: int, ghost: Mo
     with MotionRenderer(width, height, cfg) as r:
         images = [r.frame(q[i], gq[i] if gq is not None else None) for i in range(times.size)]
     if cfg.label_height > 0:
-        images = [np.concatenate([im, _label(f"t = {t + time_offset:.2f} s", width, cfg.label_height)], axis=0)
-                  for im, t in zip(images, times)]
+        images = [
+            np.concatenate([im, _label(f"t = {t + time_offset:.2f} s", width, cfg.label_height)], axis=0)
+            for im, t in zip(images, times)
+        ]
     return np.concatenate(images, axis=1)
 
 
@@ -124,13 +137,20 @@ def _label(text: str, width: int, height: int) -> np.ndarray:
     draw = ImageDraw.Draw(img)
     font = ImageFont.load_default()
     left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
-    draw.text(((width - (right - left)) / 2 - left, (height - (bottom - top)) / 2 - top), text, fill="white",
-              font=font)
+    draw.text(((width - (right - left)) / 2 - left, (height - (bottom - top)) / 2 - top), text, fill="white", font=font)
     return np.asarray(img)
 
 
-def render_video(motion: Motion, path: str | os.PathLike, width: int, height: int, ghost: Motion | None = None,
-                 fps: float | None = None, cfg: RenderConfig | None = None, progress: bool = True) -> int:
+def render_video(
+    motion: Motion,
+    path: str | os.PathLike,
+    width: int,
+    height: int,
+    ghost: Motion | None = None,
+    fps: float | None = None,
+    cfg: RenderConfig | None = None,
+    progress: bool = True,
+) -> int:
     """Write an MP4 of the clip at `fps` (default: config mp4_fps); returns the number of frames.
     Odd sizes are rounded up to even ones (H.264 in yuv420p needs them)."""
     import imageio.v2 as imageio

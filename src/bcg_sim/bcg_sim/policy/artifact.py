@@ -29,9 +29,13 @@ class PolicyLoadError(PolicyContractError):
     """An artifact folder is incomplete or its network does not fit its contract."""
 
 
-def export_policy(module, contract: PolicyContract, out_dir: str | os.PathLike,
-                  formats: Sequence[str] = ("onnx", "torchscript"),
-                  reference: ReferenceTrack | None = None) -> Path:
+def export_policy(
+    module,
+    contract: PolicyContract,
+    out_dir: str | os.PathLike,
+    formats: Sequence[str] = ("onnx", "torchscript"),
+    reference: ReferenceTrack | None = None,
+) -> Path:
     """Write an artifact folder and verify it by loading every format back. Returns the folder.
 
     module: torch.nn.Module, normalized obs [B, contract.n_obs] -> raw action [B, 29] (exported in eval
@@ -70,13 +74,23 @@ def export_policy(module, contract: PolicyContract, out_dir: str | os.PathLike,
 def _export_onnx(module, dummy, path: Path) -> None:
     import torch
 
-    kw = dict(input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
-              dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}})
+    kw = dict(
+        input_names=[INPUT_NAME],
+        output_names=[OUTPUT_NAME],
+        dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}},
+    )
     try:  # the TorchScript-based exporter: fast, quiet, enough for MLPs
         torch.onnx.export(module, (dummy,), str(path), dynamo=False, **kw)
     except Exception:  # noqa: BLE001 - newer torch may drop it; the dynamo exporter also works
-        torch.onnx.export(module, (dummy,), str(path), input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
-                          dynamic_shapes=({0: torch.export.Dim("batch")},), dynamo=True)
+        torch.onnx.export(
+            module,
+            (dummy,),
+            str(path),
+            input_names=[INPUT_NAME],
+            output_names=[OUTPUT_NAME],
+            dynamic_shapes=({0: torch.export.Dim("batch")},),
+            dynamo=True,
+        )
 
 
 def _export_torchscript(module, dummy, path: Path) -> None:
@@ -127,12 +141,10 @@ def _onnx_runner(path: Path, n_obs: int, threads: int):
     try:
         sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types for unreadable models
-        raise PolicyLoadError(f"{path}: not a readable ONNX model (truncated or damaged?): "
-                              f"{_first_line(exc)}") from exc
+        raise PolicyLoadError(f"{path}: not a readable ONNX model (truncated or damaged?): {_first_line(exc)}") from exc
     inp = sess.get_inputs()
     if len(inp) != 1 or (isinstance(inp[0].shape[-1], int) and inp[0].shape[-1] != n_obs):
-        raise PolicyLoadError(f"{path}: network input {[(i.name, i.shape) for i in inp]}, contract has "
-                              f"n_obs = {n_obs}")
+        raise PolicyLoadError(f"{path}: network input {[(i.name, i.shape) for i in inp]}, contract has n_obs = {n_obs}")
     name = inp[0].name
 
     def run(x: np.ndarray) -> np.ndarray:
@@ -150,8 +162,9 @@ def _torchscript_runner(path: Path, threads: int):
         try:
             mod = torch.jit.load(str(path), map_location="cpu").eval()
         except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError/ValueError for damaged archives
-            raise PolicyLoadError(f"{path}: not a readable TorchScript model (truncated or damaged?): "
-                                  f"{_first_line(exc)}") from exc
+            raise PolicyLoadError(
+                f"{path}: not a readable TorchScript model (truncated or damaged?): {_first_line(exc)}"
+            ) from exc
 
     def run(x: np.ndarray) -> np.ndarray:
         with torch.inference_mode():

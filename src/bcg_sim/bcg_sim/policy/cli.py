@@ -1,8 +1,8 @@
 """bcg-policy: small tools around policy artifacts.
 
-  bcg-policy export-hold -o DIR [--formats onnx torchscript] [--ref-horizon K]
-      a "hold the default pose" policy (zero action) for bring-up
-  bcg-policy info DIR      print the contract summary and a timing of act()
+bcg-policy export-hold -o DIR [--formats onnx torchscript] [--ref-horizon K]
+    a "hold the default pose" policy (zero action) for bring-up
+bcg-policy info DIR      print the contract summary and a timing of act()
 """
 
 from __future__ import annotations
@@ -40,8 +40,10 @@ def _info(path: str, runtime: str) -> None:
 
     p = load_policy(path, runtime=runtime)
     c = p.contract
-    print(f"{p.path}: runtime {p.runtime}, n_obs {c.n_obs}, control_dt {c.control_dt} s, "
-          f"reference {c.reference.name!r} ({p.reference.num_frames} frames, {p.reference.duration:.2f} s)")
+    print(
+        f"{p.path}: runtime {p.runtime}, n_obs {c.n_obs}, control_dt {c.control_dt} s, "
+        f"reference {c.reference.name!r} ({p.reference.num_frames} frames, {p.reference.duration:.2f} s)"
+    )
     for name, s in c.slices().items():
         print(f"  obs[{s.start}:{s.stop}] {name}")
     obs = np.zeros(c.n_obs, dtype=np.float32)
@@ -50,18 +52,28 @@ def _info(path: str, runtime: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="bcg-policy", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="bcg-policy", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     h = sub.add_parser("export-hold", help="export the hold-default-pose policy")
     h.add_argument("-o", "--out", required=True, help="artifact folder to write")
-    h.add_argument("--formats", nargs="+", default=["onnx", "torchscript"], choices=["onnx", "torchscript"],
-                   help="network formats to write (default: onnx torchscript)")
+    h.add_argument(
+        "--formats",
+        nargs="+",
+        default=["onnx", "torchscript"],
+        choices=["onnx", "torchscript"],
+        help="network formats to write (default: onnx torchscript)",
+    )
     h.add_argument("--ref-horizon", type=int, default=None, help="K (default: config/policy_contract.yaml)")
     i = sub.add_parser("info", help="summarize and time an artifact")
     i.add_argument("path")
-    i.add_argument("--runtime", default="auto", choices=["auto", "onnx", "torchscript"],
-                   help="network runtime (default auto: ONNX when present, else TorchScript)")
+    i.add_argument(
+        "--runtime",
+        default="auto",
+        choices=["auto", "onnx", "torchscript"],
+        help="network runtime (default auto: ONNX when present, else TorchScript)",
+    )
     args = ap.parse_args(argv)
     from bcg_sim.config import ConfigError
     from bcg_sim.policy.contract import ArtifactError

@@ -133,11 +133,14 @@ class PolicyContract:
         if not isinstance(data, dict):
             raise PolicyContractError(f"{where}: top level must be a mapping")
         if data.get("format") != FORMAT:
-            raise PolicyContractError(f"{where}: format is {data.get('format')!r}, expected {FORMAT!r} "
-                                      "(not a bcg policy artifact)")
+            raise PolicyContractError(
+                f"{where}: format is {data.get('format')!r}, expected {FORMAT!r} (not a bcg policy artifact)"
+            )
         if data.get("version") != METADATA_VERSION:
-            raise PolicyContractError(f"{where}: metadata version {data.get('version')!r}, this bcg reads "
-                                      f"version {METADATA_VERSION}; re-export the policy with this bcg")
+            raise PolicyContractError(
+                f"{where}: metadata version {data.get('version')!r}, this bcg reads "
+                f"version {METADATA_VERSION}; re-export the policy with this bcg"
+            )
         try:
             c = from_dict(cls, data, where)
         except ConfigError as exc:
@@ -166,12 +169,16 @@ class PolicyContract:
         """Raise PolicyContractError naming the first mismatch with this bcg."""
         expected = [j.mjcf_name for j in JOINTS_29]
         if list(self.joint_names) != expected:
-            diff = next((i for i, (a, b) in enumerate(zip(self.joint_names, expected)) if a != b),
-                        min(len(self.joint_names), len(expected)))
+            diff = next(
+                (i for i, (a, b) in enumerate(zip(self.joint_names, expected)) if a != b),
+                min(len(self.joint_names), len(expected)),
+            )
             got = self.joint_names[diff] if diff < len(self.joint_names) else "<missing>"
-            raise PolicyContractError(f"{where}: joint order differs from bcg_sim.g1.joints at index {diff}: "
-                                      f"{got!r} != {expected[diff] if diff < 29 else '<none>'!r} "
-                                      f"({len(self.joint_names)} names, expected 29 in motor order)")
+            raise PolicyContractError(
+                f"{where}: joint order differs from bcg_sim.g1.joints at index {diff}: "
+                f"{got!r} != {expected[diff] if diff < 29 else '<none>'!r} "
+                f"({len(self.joint_names)} names, expected 29 in motor order)"
+            )
         for name in ("default_joint_pos", "kp", "kd", "effort_limit", "action_scale"):
             v = np.asarray(getattr(self, name), dtype=np.float64)
             if v.shape != (NUM_JOINTS,) or not np.all(np.isfinite(v)):
@@ -180,14 +187,17 @@ class PolicyContract:
             raise PolicyContractError(f"{where}: kp, kd must be >= 0 and effort_limit > 0")
         for j, lim in zip(JOINTS_29, self.effort_limit):
             if lim > MOTORS[j.motor].effort_limit + 1e-6:
-                raise PolicyContractError(f"{where}: effort_limit {lim} of {j.name} exceeds its motor's "
-                                          f"{MOTORS[j.motor].effort_limit} N m")
+                raise PolicyContractError(
+                    f"{where}: effort_limit {lim} of {j.name} exceeds its motor's {MOTORS[j.motor].effort_limit} N m"
+                )
         if not (self.control_dt > 0 and math.isfinite(self.control_dt)):
             raise PolicyContractError(f"{where}: control_dt must be > 0, got {self.control_dt}")
-        if self.train_kappa is not None and not (isinstance(self.train_kappa, (int, float))
-                                                 and math.isfinite(self.train_kappa) and self.train_kappa > 0):
-            raise PolicyContractError(f"{where}: train_kappa must be a stiffness > 0 kN/m or absent, "
-                                      f"got {self.train_kappa!r}")
+        if self.train_kappa is not None and not (
+            isinstance(self.train_kappa, (int, float)) and math.isfinite(self.train_kappa) and self.train_kappa > 0
+        ):
+            raise PolicyContractError(
+                f"{where}: train_kappa must be a stiffness > 0 kN/m or absent, got {self.train_kappa!r}"
+            )
         self._validate_observation(where)
 
     def _validate_observation(self, where: str) -> None:
@@ -203,12 +213,15 @@ class PolicyContract:
             except ValueError as exc:
                 raise PolicyContractError(f"{where}: observation.layout: {exc}") from exc
             if s.size != size:
-                raise PolicyContractError(f"{where}: observation feature {s.name} has size {s.size}, the "
-                                          f"builder makes {size} (ref_horizon {o.ref_horizon})")
+                raise PolicyContractError(
+                    f"{where}: observation feature {s.name} has size {s.size}, the "
+                    f"builder makes {size} (ref_horizon {o.ref_horizon})"
+                )
         n = self.n_obs
         if len(o.mean) != n or len(o.std) != n:
-            raise PolicyContractError(f"{where}: observation mean/std have {len(o.mean)}/{len(o.std)} entries, "
-                                      f"the layout has {n}")
+            raise PolicyContractError(
+                f"{where}: observation mean/std have {len(o.mean)}/{len(o.std)} entries, the layout has {n}"
+            )
         std = np.asarray(o.std)
         if not (np.all(np.isfinite(o.mean)) and np.all(np.isfinite(std)) and np.all(std > 0)):
             raise PolicyContractError(f"{where}: observation mean must be finite and std finite and > 0")
@@ -219,9 +232,13 @@ def load_defaults() -> dict[str, Any]:
     return load_yaml(DEFAULTS_FILE)
 
 
-def default_contract(ref_horizon: int | None = None, control_dt: float | None = None,
-                     layout: tuple[str, ...] = STANDARD_LAYOUT, reference_name: str = "stand",
-                     gains: str = "policy") -> PolicyContract:
+def default_contract(
+    ref_horizon: int | None = None,
+    control_dt: float | None = None,
+    layout: tuple[str, ...] = STANDARD_LAYOUT,
+    reference_name: str = "stand",
+    gains: str = "policy",
+) -> PolicyContract:
     """A contract from the G1 joint table and config/policy_contract.yaml: identity normalization (mean 0, std 1),
     action_scale = action_scale_factor * effort_limit / kp_motor (BeyondMimic). `gains`: "policy" = the
     motors' gains (bcg_sim.g1.joints.MOTORS, for trained policies that balance), "stand" = the bring-up

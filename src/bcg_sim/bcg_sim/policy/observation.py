@@ -114,10 +114,14 @@ FEATURES: dict[str, tuple[Callable[[int], int], Callable[[_Inputs], Array]]] = {
     "last_action": (lambda k: 29, lambda i: i.last_action),
     "ref_joint_pos_rel": (lambda k: 29 * k, lambda i: _flatten_last2(i.ref.joint_pos - i.default)),
     "ref_root_ori_b": (lambda k: 6 * k, _ref_ori),
-    "ref_root_lin_vel_b": (lambda k: 3 * k, lambda i: _flatten_last2(
-        rotate_inv(i.ref.root_quat_w, i.ref.root_lin_vel_w))),
-    "ref_root_ang_vel_b": (lambda k: 3 * k, lambda i: _flatten_last2(
-        rotate_inv(i.ref.root_quat_w, i.ref.root_ang_vel_w))),
+    "ref_root_lin_vel_b": (
+        lambda k: 3 * k,
+        lambda i: _flatten_last2(rotate_inv(i.ref.root_quat_w, i.ref.root_lin_vel_w)),
+    ),
+    "ref_root_ang_vel_b": (
+        lambda k: 3 * k,
+        lambda i: _flatten_last2(rotate_inv(i.ref.root_quat_w, i.ref.root_ang_vel_w)),
+    ),
     "phase": (lambda k: 1, lambda i: i.phase),
 }
 STANDARD_LAYOUT: tuple[str, ...] = tuple(FEATURES)  # the default order of a new contract
@@ -129,8 +133,9 @@ def feature_size(name: str, ref_horizon: int) -> int:
     return FEATURES[name][0](ref_horizon)
 
 
-def build_observation(robot_state: RobotStateLike, reference_window: ReferenceWindow, last_action: Array,
-                      phase: Array | float, contract) -> Array:
+def build_observation(
+    robot_state: RobotStateLike, reference_window: ReferenceWindow, last_action: Array, phase: Array | float, contract
+) -> Array:
     """The policy observation [..., n_obs] (un-normalized; `Policy.act` / `contract.normalize` normalize).
 
     robot_state: joint_pos, joint_vel [..., 29]; base_quat_w [..., 4]; base_ang_vel_b [..., 3].
@@ -142,14 +147,14 @@ def build_observation(robot_state: RobotStateLike, reference_window: ReferenceWi
     ref_t = robot_state.joint_pos
     k = contract.observation.ref_horizon
     if reference_window.joint_pos.shape[-2] != k:
-        raise ValueError(f"reference window has {reference_window.joint_pos.shape[-2]} frames, contract "
-                         f"ref_horizon is {k}")
+        raise ValueError(
+            f"reference window has {reference_window.joint_pos.shape[-2]} frames, contract ref_horizon is {k}"
+        )
     if not is_torch(phase):
         phase = _like(np.asarray(phase, dtype=np.float64), ref_t)
     if phase.ndim == 0:
         phase = phase.reshape(1)
-    inputs = _Inputs(robot_state, reference_window, last_action, phase,
-                     _like(contract.default_joint_pos, ref_t))
+    inputs = _Inputs(robot_state, reference_window, last_action, phase, _like(contract.default_joint_pos, ref_t))
     parts = []
     for item in contract.observation.layout:
         _, fn = FEATURES[item.name]

@@ -58,13 +58,14 @@ class ReferenceTrack:
         self.joint_pos = np.asarray(self.joint_pos, dtype=np.float64).reshape(-1, NUM_JOINTS)
         n = len(self.joint_pos)
         if n < 1 or len(self.root_pos_w) != n or len(self.root_quat_w) != n:
-            raise ValueError(f"reference {self.name!r}: root_pos {self.root_pos_w.shape}, root_quat "
-                             f"{self.root_quat_w.shape}, joint_pos {self.joint_pos.shape} must have T>=1 equal rows")
+            raise ValueError(
+                f"reference {self.name!r}: root_pos {self.root_pos_w.shape}, root_quat "
+                f"{self.root_quat_w.shape}, joint_pos {self.joint_pos.shape} must have T>=1 equal rows"
+            )
         if not (self.fps > 0):
             raise ValueError(f"reference {self.name!r}: fps must be > 0, got {self.fps}")
         if self.root_lin_vel_w is None:
-            self.root_lin_vel_w = (np.gradient(self.root_pos_w, 1.0 / self.fps, axis=0) if n > 1
-                                   else np.zeros((n, 3)))
+            self.root_lin_vel_w = np.gradient(self.root_pos_w, 1.0 / self.fps, axis=0) if n > 1 else np.zeros((n, 3))
         if self.root_ang_vel_w is None:
             self.root_ang_vel_w = _angular_velocity_w(self.root_quat_w, self.fps)
         for name in ("root_pos_w", "root_quat_w", "joint_pos", "root_lin_vel_w", "root_ang_vel_w"):
@@ -75,12 +76,20 @@ class ReferenceTrack:
     @classmethod
     def from_motion(cls, motion) -> "ReferenceTrack":
         """From a bcg_sim.motion.Motion (derived velocities used when present)."""
-        return cls(motion.name, motion.fps, motion.root_pos_w, motion.root_quat_w, motion.joint_pos,
-                   motion.root_lin_vel_w, motion.root_ang_vel_w)
+        return cls(
+            motion.name,
+            motion.fps,
+            motion.root_pos_w,
+            motion.root_quat_w,
+            motion.joint_pos,
+            motion.root_lin_vel_w,
+            motion.root_ang_vel_w,
+        )
 
     @classmethod
-    def standing(cls, default_joint_pos, height: float = 0.79, frames: int = 2, fps: float = 50.0,
-                 name: str = "stand") -> "ReferenceTrack":
+    def standing(
+        cls, default_joint_pos, height: float = 0.79, frames: int = 2, fps: float = 50.0, name: str = "stand"
+    ) -> "ReferenceTrack":
         """A still clip at the default pose (the hold policy's reference)."""
         q = np.tile(np.asarray(default_joint_pos, dtype=np.float64), (frames, 1))
         pos = np.tile([0.0, 0.0, height], (frames, 1))
@@ -88,8 +97,15 @@ class ReferenceTrack:
         return cls(name, fps, pos, quat, q)
 
     def save_npz(self, path: str | Path) -> None:
-        np.savez(path, fps=np.array([self.fps]), root_pos_w=self.root_pos_w, root_quat_w=self.root_quat_w,
-                 joint_pos=self.joint_pos, root_lin_vel_w=self.root_lin_vel_w, root_ang_vel_w=self.root_ang_vel_w)
+        np.savez(
+            path,
+            fps=np.array([self.fps]),
+            root_pos_w=self.root_pos_w,
+            root_quat_w=self.root_quat_w,
+            joint_pos=self.joint_pos,
+            root_lin_vel_w=self.root_lin_vel_w,
+            root_ang_vel_w=self.root_ang_vel_w,
+        )
 
     @classmethod
     def load_npz(cls, path: str | Path, name: str) -> "ReferenceTrack":
@@ -100,8 +116,15 @@ class ReferenceTrack:
             raise ArtifactError(f"{path}: not a readable reference clip (.npz): not a zip archive (damaged?)")
         try:
             with np.load(path, allow_pickle=False) as d:
-                return cls(name, float(d["fps"][0]), d["root_pos_w"], d["root_quat_w"], d["joint_pos"],
-                           d["root_lin_vel_w"], d["root_ang_vel_w"])
+                return cls(
+                    name,
+                    float(d["fps"][0]),
+                    d["root_pos_w"],
+                    d["root_quat_w"],
+                    d["joint_pos"],
+                    d["root_lin_vel_w"],
+                    d["root_ang_vel_w"],
+                )
         except KeyError as exc:
             raise ArtifactError(f"{path}: reference clip lacks array {exc}") from exc
         except (OSError, ValueError, EOFError, zipfile.BadZipFile, IndexError, AttributeError) as exc:

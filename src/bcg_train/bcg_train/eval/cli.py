@@ -20,22 +20,40 @@ from bcg_sim.config import ConfigError
 
 
 def _parser(cfg) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="bcg-eval", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="bcg-eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("policy", help="exported policy folder (policy.yaml + network + reference.npz)")
     ap.add_argument("--mjcf", default=None, help="any G1 MJCF (default: the project's G1 model)")
     ap.add_argument("--runs", type=int, default=cfg.runs, help=f"runs, seeds base_seed+i (default {cfg.runs})")
-    ap.add_argument("--seconds", type=float, default=cfg.seconds,
-                    help=f"sim seconds per run, 0 = clip duration (default {cfg.seconds})")
+    ap.add_argument(
+        "--seconds",
+        type=float,
+        default=cfg.seconds,
+        help=f"sim seconds per run, 0 = clip duration (default {cfg.seconds})",
+    )
     ap.add_argument("--out", default="eval_out", help="output folder (default eval_out)")
-    ap.add_argument("--kappa", type=float, default=None,
-                    help="bcg_sim contact stiffness for delta_d [kN/m] (default: the policy's train_kappa, "
-                         "else config/sim.yaml's)")
-    ap.add_argument("--noise", type=float, nargs=3, metavar=("Q", "DQ", "GYRO"), default=None,
-                    help=f"encoder/IMU noise std [rad, rad/s, rad/s] (default {cfg.noise_q_std} "
-                         f"{cfg.noise_dq_std} {cfg.noise_gyro_std})")
-    ap.add_argument("--latency", type=float, default=cfg.action_latency_s,
-                    help=f"action latency [s] (default {cfg.action_latency_s})")
+    ap.add_argument(
+        "--kappa",
+        type=float,
+        default=None,
+        help="bcg_sim contact stiffness for delta_d [kN/m] (default: the policy's train_kappa, else config/sim.yaml's)",
+    )
+    ap.add_argument(
+        "--noise",
+        type=float,
+        nargs=3,
+        metavar=("Q", "DQ", "GYRO"),
+        default=None,
+        help=f"encoder/IMU noise std [rad, rad/s, rad/s] (default {cfg.noise_q_std} "
+        f"{cfg.noise_dq_std} {cfg.noise_gyro_std})",
+    )
+    ap.add_argument(
+        "--latency",
+        type=float,
+        default=cfg.action_latency_s,
+        help=f"action latency [s] (default {cfg.action_latency_s})",
+    )
     ap.add_argument("--ros", action="store_true", help="run the ROS stack (bcg-sim2sim) and measure its bag")
     ap.add_argument("--no-render", action="store_true", help="skip the PNG strip")
     ap.add_argument("--no-delta-d", action="store_true", help="skip the bcg_sim rollout (delta_d)")
@@ -69,24 +87,33 @@ def _run(args: argparse.Namespace, cfg) -> int:
     if not Path(args.policy).is_dir():
         raise EvalError(f"policy folder {args.policy!r} does not exist")
     noise = args.noise or (cfg.noise_q_std, cfg.noise_dq_std, cfg.noise_gyro_std)
-    cfg = dataclasses.replace(cfg, runs=args.runs, seconds=args.seconds, action_latency_s=args.latency,
-                              noise_q_std=noise[0], noise_dq_std=noise[1],
-                              noise_gyro_std=noise[2]).validate("arguments")
+    cfg = dataclasses.replace(
+        cfg,
+        runs=args.runs,
+        seconds=args.seconds,
+        action_latency_s=args.latency,
+        noise_q_std=noise[0],
+        noise_dq_std=noise[1],
+        noise_gyro_std=noise[2],
+    ).validate("arguments")
     if args.ros and args.mjcf:
         raise EvalError("--ros runs the bridge's own model; --mjcf is for the Python path only")
     try:
         policy = load_policy(args.policy)
     except Exception as exc:  # PolicyContractError / PolicyLoadError / YAML errors: one line
         raise EvalError(str(exc).splitlines()[0]) from exc
-    result = evaluate(policy, cfg, Path(args.out), args.mjcf, args.kappa, args.ros, not args.no_render,
-                      not args.no_delta_d)
+    result = evaluate(
+        policy, cfg, Path(args.out), args.mjcf, args.kappa, args.ros, not args.no_render, not args.no_delta_d
+    )
     print((Path(args.out) / "eval.md").read_text(), end="")
     c = result["contacts"]
     if not c["checked"]:
         print(f"contacts: not checked on the ROS path; wrote {args.out}/eval.json")
         return 0
-    print(f"contacts: max {c['max_contacts']} simultaneous, MuJoCo warnings {c['mujoco_warnings'] or 'none'}, "
-          f"missed {c['missed_contacts']}; wrote {args.out}/eval.json")
+    print(
+        f"contacts: max {c['max_contacts']} simultaneous, MuJoCo warnings {c['mujoco_warnings'] or 'none'}, "
+        f"missed {c['missed_contacts']}; wrote {args.out}/eval.json"
+    )
     return 0
 
 

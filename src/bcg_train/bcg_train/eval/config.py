@@ -34,17 +34,33 @@ class EvalConfig:
     def validate(self, where: str = CONFIG_FILE) -> "EvalConfig":
         need = checker(where)
         need(self.runs >= 1, "eval.runs", f"must be >= 1, got {self.runs}")
-        need(0 < self.physics_dt <= 0.002, "eval.physics_dt",  # the G1 drivers run their PD at >= 500 Hz
-             f"must be in (0, 0.002] s (PD at >= 500 Hz), got {self.physics_dt}")
-        for name in ("seconds", "init_joint_noise", "init_root_vel_noise", "noise_q_std", "noise_dq_std",
-                     "noise_gyro_std", "action_latency_s", "diffsim_seconds", "ros_preroll_s",
-                     "ros_move_to_default_s", "ros_remote_press_s"):
+        need(
+            0 < self.physics_dt <= 0.002,
+            "eval.physics_dt",  # the G1 drivers run their PD at >= 500 Hz
+            f"must be in (0, 0.002] s (PD at >= 500 Hz), got {self.physics_dt}",
+        )
+        for name in (
+            "seconds",
+            "init_joint_noise",
+            "init_root_vel_noise",
+            "noise_q_std",
+            "noise_dq_std",
+            "noise_gyro_std",
+            "action_latency_s",
+            "diffsim_seconds",
+            "ros_preroll_s",
+            "ros_move_to_default_s",
+            "ros_remote_press_s",
+        ):
             need(getattr(self, name) >= 0, f"eval.{name}", f"must be >= 0, got {getattr(self, name)}")
         need(self.fall_height > 0, "eval.fall_height", f"must be > 0 m, got {self.fall_height}")
         need(self.contact_height > 0, "eval.contact_height", f"must be > 0 m, got {self.contact_height}")
         need(self.strip_frames >= 1, "eval.strip_frames", f"must be >= 1, got {self.strip_frames}")
-        need(min(self.strip_width, self.strip_height) >= 16, "eval.strip_width",
-             f"strip_width and strip_height must be >= 16 px, got {self.strip_width} x {self.strip_height}")
+        need(
+            min(self.strip_width, self.strip_height) >= 16,
+            "eval.strip_width",
+            f"strip_width and strip_height must be >= 16 px, got {self.strip_width} x {self.strip_height}",
+        )
         return self
 
 

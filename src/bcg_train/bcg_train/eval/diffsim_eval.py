@@ -35,21 +35,32 @@ def sim_config_for(policy: Policy, kappa: float | None):
     cfg = dataclasses.replace(cfg, contact=contact, bcg=dataclasses.replace(cfg.bcg, enabled=False))
     c = policy.contract
     if abs(cfg.control_dt - c.control_dt) > 1e-9:
-        raise EvalError(f"policy control_dt {c.control_dt} s != bcg_sim control period {cfg.control_dt} s "
-                        "(config/sim.yaml control_hz)")
+        raise EvalError(
+            f"policy control_dt {c.control_dt} s != bcg_sim control period {cfg.control_dt} s "
+            "(config/sim.yaml control_hz)"
+        )
     for gains in ("policy", "stand"):
-        trial = dataclasses.replace(cfg, actuation=dataclasses.replace(cfg.actuation, gains=gains, kp_scale=1.0,
-                                                                       kd_scale=1.0))
+        trial = dataclasses.replace(
+            cfg, actuation=dataclasses.replace(cfg.actuation, gains=gains, kp_scale=1.0, kd_scale=1.0)
+        )
         kp, kd = (np.asarray(g, float) for g in pd_gains(trial))
         if np.allclose(kp, c.kp, rtol=GAIN_TOLERANCE) and np.allclose(kd, c.kd, rtol=GAIN_TOLERANCE):
             return trial.validate()
-    raise EvalError(f"{policy.path}/policy.yaml: kp/kd match neither bcg_sim gain table ('policy' motors' "
-                    "gains or 'stand' bring-up gains); delta_d needs the same robot in both simulators")
+    raise EvalError(
+        f"{policy.path}/policy.yaml: kp/kd match neither bcg_sim gain table ('policy' motors' "
+        "gains or 'stand' bring-up gains); delta_d needs the same robot in both simulators"
+    )
 
 
-def diffsim_rollouts(policy: Policy, cfg: EvalConfig, seeds: list[int], seconds: float,
-                     kappa: float | None = None, start_times: list[float] | None = None,
-                     stop_at_falls: bool = True) -> list[Rollout]:
+def diffsim_rollouts(
+    policy: Policy,
+    cfg: EvalConfig,
+    seeds: list[int],
+    seconds: float,
+    kappa: float | None = None,
+    start_times: list[float] | None = None,
+    stop_at_falls: bool = True,
+) -> list[Rollout]:
     """One forward-only bcg_sim rollout per seed (the seeds' MuJoCo start states), batched as worlds.
     `start_times` [s]: each world starts at that time of the clip (default 0), with its own aligned copy of the
     reference. `stop_at_falls`: end when every world has fallen (else run all `seconds`; a fallen world's
@@ -68,8 +79,14 @@ def diffsim_rollouts(policy: Policy, cfg: EvalConfig, seeds: list[int], seconds:
     refs = [copy.copy(policy.reference) for _ in seeds]  # per-world alignment (align_yaw mutates the track)
     starts = [start_state(policy, cfg, np.random.default_rng(s), t, ref) for s, t, ref in zip(seeds, t0, refs)]
     f32 = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.float32, device=sim.torch_device)  # noqa: E731
-    state = SimState(f32([s[0][:3] for s in starts]), f32([s[0][3:7] for s in starts]), f32([s[1] for s in starts]),
-                     f32([s[2] for s in starts]), f32([s[0][7:] for s in starts]), f32([s[3] for s in starts]))
+    state = SimState(
+        f32([s[0][:3] for s in starts]),
+        f32([s[0][3:7] for s in starts]),
+        f32([s[1] for s in starts]),
+        f32([s[2] for s in starts]),
+        f32([s[0][7:] for s in starts]),
+        f32([s[3] for s in starts]),
+    )
     root_com_b = f32(sim.m.root_com_b)
     q, qd = to_newton(state, root_com_b)
     runners = [PolicyRunner(policy, ref) for ref in refs]
@@ -77,10 +94,14 @@ def diffsim_rollouts(policy: Policy, cfg: EvalConfig, seeds: list[int], seconds:
     dt = policy.contract.control_dt
 
     def robot(st: SimState, i: int) -> RobotState:
-        quat = st.root_quat_w[i:i + 1]
-        w_b = rotate(conjugate(quat), st.root_ang_vel_w[i:i + 1])[0]
-        return RobotState(st.joint_pos[i].double().numpy(), st.joint_vel[i].double().numpy(),
-                          quat[0].double().numpy(), w_b.double().numpy())
+        quat = st.root_quat_w[i : i + 1]
+        w_b = rotate(conjugate(quat), st.root_ang_vel_w[i : i + 1])[0]
+        return RobotState(
+            st.joint_pos[i].double().numpy(),
+            st.joint_vel[i].double().numpy(),
+            quat[0].double().numpy(),
+            w_b.double().numpy(),
+        )
 
     def qpos(st: SimState) -> np.ndarray:
         return torch.cat([st.root_pos_w, st.root_quat_w, st.joint_pos], dim=-1).double().cpu().numpy()
@@ -126,12 +147,17 @@ def _score(runs: list[Rollout], policy: Policy, cfg: EvalConfig) -> dict[str, fl
         i = metrics.first_fall(s["root_height"], cfg.fall_height)
         fell.append(i is not None)
         surv.append(float(s["time"][i]) if i is not None else float(s["time"][-1]))
-    return {"e_track_cm": 100.0 * float(np.mean(e)), "falls": float(np.mean(fell)),
-            "survival_s": float(np.mean(surv)), "worlds": len(runs)}
+    return {
+        "e_track_cm": 100.0 * float(np.mean(e)),
+        "falls": float(np.mean(fell)),
+        "survival_s": float(np.mean(surv)),
+        "worlds": len(runs),
+    }
 
 
-def window_tracking(policy: Policy, cfg: EvalConfig, start_times: list[float], seconds: float,
-                    kappa: float | None = None) -> dict[str, float]:
+def window_tracking(
+    policy: Policy, cfg: EvalConfig, start_times: list[float], seconds: float, kappa: float | None = None
+) -> dict[str, float]:
     """A fixed-protocol tracking score in the training simulator: one world per start time [s], started exactly
     in the reference state (no initial noise), the policy through the node's PolicyRunner for `seconds` with no
     early termination, so a fall keeps counting as the large error it is and policies that survive different
@@ -139,13 +165,15 @@ def window_tracking(policy: Policy, cfg: EvalConfig, start_times: list[float], s
     Returns e_track_cm (mean over worlds and steps 1..T of metrics.tracking_error), falls (fraction of worlds
     whose pelvis went below cfg.fall_height), survival_s (mean time to that, or `seconds`), worlds."""
     quiet = dataclasses.replace(cfg, init_joint_noise=0.0, init_root_vel_noise=0.0)
-    runs = diffsim_rollouts(policy, quiet, list(range(len(start_times))), seconds, kappa, start_times,
-                            stop_at_falls=False)
+    runs = diffsim_rollouts(
+        policy, quiet, list(range(len(start_times))), seconds, kappa, start_times, stop_at_falls=False
+    )
     return _score(runs, policy, cfg)
 
 
-def clip_tracking(policy: Policy, cfg: EvalConfig, runs: int, seconds: float = 0.0,
-                  kappa: float | None = None) -> dict[str, float]:
+def clip_tracking(
+    policy: Policy, cfg: EvalConfig, runs: int, seconds: float = 0.0, kappa: float | None = None
+) -> dict[str, float]:
     """bcg-eval's protocol in the training simulator: `runs` rollouts of the whole clip (or `seconds` of it)
     from its first frame, run i from bcg-eval's start state of seed cfg.base_seed + i (cfg's start noise), no
     early termination. Same keys as window_tracking."""

@@ -26,8 +26,9 @@ def commit() -> str:
     """Short git commit of this checkout (+ '-dirty'), or 'unknown'."""
     here = Path(__file__).resolve().parent
     try:
-        rev = subprocess.run(["git", "-C", str(here), "describe", "--always", "--dirty"], capture_output=True,
-                             text=True, timeout=10).stdout.strip()
+        rev = subprocess.run(
+            ["git", "-C", str(here), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         rev = ""
     return rev or "unknown"
@@ -45,11 +46,22 @@ def run_mujoco(policy: Policy, cfg: EvalConfig, mjcf: str | None, seconds: float
         t0 = time.monotonic()
         r = ev.run(seed)
         s = metrics.series(r.rollout, policy.contract.control_dt, cfg.contact_height)
-        out.append({"seed": seed, "rollout": r.rollout, "series": s, "fault": r.fault,
-                    "max_contacts": r.max_contacts, "warnings": r.warnings, "missed_contacts": r.missed_contacts})
+        out.append(
+            {
+                "seed": seed,
+                "rollout": r.rollout,
+                "series": s,
+                "fault": r.fault,
+                "max_contacts": r.max_contacts,
+                "warnings": r.warnings,
+                "missed_contacts": r.missed_contacts,
+            }
+        )
         sm = metrics.summarize(s, cfg.fall_height)
-        _progress(f"MuJoCo run {i + 1}/{cfg.runs} (seed {seed}): {r.rollout.time[-1]:.2f} s sim in "
-                  f"{time.monotonic() - t0:.1f} s, {'FELL' if sm['fell'] else 'up'}, E_track {sm['e_track_cm']:.2f} cm")
+        _progress(
+            f"MuJoCo run {i + 1}/{cfg.runs} (seed {seed}): {r.rollout.time[-1]:.2f} s sim in "
+            f"{time.monotonic() - t0:.1f} s, {'FELL' if sm['fell'] else 'up'}, E_track {sm['e_track_cm']:.2f} cm"
+        )
     return out
 
 
@@ -70,24 +82,48 @@ def delta_d(policy: Policy, cfg: EvalConfig, runs: list[dict], seconds: float, k
         st = metrics.series(tr, policy.contract.control_dt, cfg.contact_height)
         t_sum = metrics.summarize(st, cfg.fall_height, window)
         pm_ = metrics.summarize(r["series"], cfg.fall_height, window)["pen_window_mm"]
-        per_run.append({"seed": r["seed"], "train_pen_mm": t_sum["pen_window_mm"], "mujoco_pen_mm": pm_,
-                        "delta_d_mm": t_sum["pen_window_mm"] - pm_, "train_fell": t_sum["fell"],
-                        "train_survival_s": t_sum["survival_s"]})
+        per_run.append(
+            {
+                "seed": r["seed"],
+                "train_pen_mm": t_sum["pen_window_mm"],
+                "mujoco_pen_mm": pm_,
+                "delta_d_mm": t_sum["pen_window_mm"] - pm_,
+                "train_fell": t_sum["fell"],
+                "train_survival_s": t_sum["survival_s"],
+            }
+        )
     train_falls = int(sum(p["train_fell"] for p in per_run))
-    _progress(f"delta_d: bcg_sim rollouts ({len(seeds)} worlds x {seconds:.2f} s, kappa {kappa_used:g}) in "
-              f"{time.monotonic() - t0:.1f} s; falls there {train_falls}/{len(seeds)}")
+    _progress(
+        f"delta_d: bcg_sim rollouts ({len(seeds)} worlds x {seconds:.2f} s, kappa {kappa_used:g}) in "
+        f"{time.monotonic() - t0:.1f} s; falls there {train_falls}/{len(seeds)}"
+    )
     mean = lambda k: float(np.mean([p[k] for p in per_run]))  # noqa: E731
     std = lambda k: float(np.std([p[k] for p in per_run]))  # noqa: E731
-    return {"window_s": window, "kappa": kappa_used, "train_pen_mm": mean("train_pen_mm"),
-            "mujoco_pen_mm": mean("mujoco_pen_mm"), "delta_d_mm": mean("delta_d_mm"),
-            "delta_d_std_mm": std("delta_d_mm"), "train_seconds": seconds,
-            "train_falls": train_falls,
-            "train_survival_s_mean": mean("train_survival_s"), "train_survival_s_std": std("train_survival_s"),
-            "per_run": per_run}
+    return {
+        "window_s": window,
+        "kappa": kappa_used,
+        "train_pen_mm": mean("train_pen_mm"),
+        "mujoco_pen_mm": mean("mujoco_pen_mm"),
+        "delta_d_mm": mean("delta_d_mm"),
+        "delta_d_std_mm": std("delta_d_mm"),
+        "train_seconds": seconds,
+        "train_falls": train_falls,
+        "train_survival_s_mean": mean("train_survival_s"),
+        "train_survival_s_std": std("train_survival_s"),
+        "per_run": per_run,
+    }
 
 
-def evaluate(policy: Policy, cfg: EvalConfig, out_dir: Path, mjcf: str | None = None, kappa: float | None = None,
-             ros: bool = False, render: bool = True, with_delta_d: bool = True) -> dict:
+def evaluate(
+    policy: Policy,
+    cfg: EvalConfig,
+    out_dir: Path,
+    mjcf: str | None = None,
+    kappa: float | None = None,
+    ros: bool = False,
+    render: bool = True,
+    with_delta_d: bool = True,
+) -> dict:
     """Evaluate and write the output folder; returns the eval.json content."""
     out_dir.mkdir(parents=True, exist_ok=True)
     seconds = clip_seconds(policy, cfg.seconds)
@@ -99,22 +135,38 @@ def evaluate(policy: Policy, cfg: EvalConfig, out_dir: Path, mjcf: str | None = 
         runs = run_mujoco(policy, cfg, mjcf, seconds)
     summaries = [metrics.summarize(r["series"], cfg.fall_height) for r in runs]
     result = {
-        "policy": str(policy.path), "policy_name": policy.path.name, "reference": policy.contract.reference.name,
-        "mjcf": mjcf or "project G1 (bcg_sim.g1)", "mjcf_name": Path(mjcf).name if mjcf else "project",
-        "path": "ros" if ros else "python", "commit": commit(), "seconds": seconds,
+        "policy": str(policy.path),
+        "policy_name": policy.path.name,
+        "reference": policy.contract.reference.name,
+        "mjcf": mjcf or "project G1 (bcg_sim.g1)",
+        "mjcf_name": Path(mjcf).name if mjcf else "project",
+        "path": "ros" if ros else "python",
+        "commit": commit(),
+        "seconds": seconds,
         "config": dataclasses.asdict(cfg),
-        "runs": [{"seed": r["seed"], **s, "fault": r["fault"], "max_contacts": r["max_contacts"],
-                  "mujoco_warnings": r["warnings"], "missed_contacts": r["missed_contacts"],
-                  **({"ros_run_start_s": r["run_start_s"]} if "run_start_s" in r else {})}
-                 for r, s in zip(runs, summaries)],
+        "runs": [
+            {
+                "seed": r["seed"],
+                **s,
+                "fault": r["fault"],
+                "max_contacts": r["max_contacts"],
+                "mujoco_warnings": r["warnings"],
+                "missed_contacts": r["missed_contacts"],
+                **({"ros_run_start_s": r["run_start_s"]} if "run_start_s" in r else {}),
+            }
+            for r, s in zip(runs, summaries)
+        ],
         "aggregate": metrics.aggregate(summaries),
     }
     if ros:  # the bag has no MuJoCo contact data; the bridge runs the same model as the Python path
         result["contacts"] = {"checked": False, "ok": None}
     else:
-        result["contacts"] = {"checked": True, "max_contacts": max(r["max_contacts"] for r in runs),
-                              "mujoco_warnings": sorted({w for r in runs for w in r["warnings"]}),
-                              "missed_contacts": sum(r["missed_contacts"] for r in runs)}
+        result["contacts"] = {
+            "checked": True,
+            "max_contacts": max(r["max_contacts"] for r in runs),
+            "mujoco_warnings": sorted({w for r in runs for w in r["warnings"]}),
+            "missed_contacts": sum(r["missed_contacts"] for r in runs),
+        }
         c = result["contacts"]
         c["ok"] = not c["mujoco_warnings"] and not c["missed_contacts"]
         if not c["ok"]:
@@ -125,6 +177,13 @@ def evaluate(policy: Policy, cfg: EvalConfig, out_dir: Path, mjcf: str | None = 
     plot_series(out_dir, [r["series"] for r in runs])
     if render:
         r0 = runs[0]["rollout"]
-        render_strip_png(out_dir / "strip.png", r0.qpos, r0.ref_qpos, 1.0 / policy.contract.control_dt,
-                         cfg.strip_frames, cfg.strip_width, cfg.strip_height)
+        render_strip_png(
+            out_dir / "strip.png",
+            r0.qpos,
+            r0.ref_qpos,
+            1.0 / policy.contract.control_dt,
+            cfg.strip_frames,
+            cfg.strip_width,
+            cfg.strip_height,
+        )
     return result

@@ -106,23 +106,45 @@ class ExperimentScheduler:
     def train_command(self, c: Cell) -> list[str]:
         """experiment.train_command for a new cell, experiment.resume_command for an interrupted one."""
         template = self.exp.resume_command if self.interrupted(c) else self.exp.train_command
-        fill = {"motion": c.motion, "algo": c.algo, "kappa": f"{c.kappa:g}", "budget": str(self.args.budget),
-                "seed": str(c.seed), "preset": self.args.preset, "reward": self.args.reward,
-                "out": str(self.cell_dir(c))}
+        fill = {
+            "motion": c.motion,
+            "algo": c.algo,
+            "kappa": f"{c.kappa:g}",
+            "budget": str(self.args.budget),
+            "seed": str(c.seed),
+            "preset": self.args.preset,
+            "reward": self.args.reward,
+            "out": str(self.cell_dir(c)),
+        }
         try:
             cmd = [part.format(**fill) for part in template]
         except KeyError as exc:
             raise EvalError(f"experiment commands: unknown placeholder {exc} (known: {sorted(fill)})") from None
         if shutil.which(cmd[0]) is None and not Path(cmd[0]).is_file():
-            raise EvalError(f"experiment commands: {cmd[0]!r} not found on PATH (bcg_train's training entry "
-                            "point is not installed?)")
+            raise EvalError(
+                f"experiment commands: {cmd[0]!r} not found on PATH (bcg_train's training entry "
+                "point is not installed?)"
+            )
         return cmd
 
     def eval_command(self, c: Cell) -> list[str]:
         """bcg-eval of the cell's policy with delta_d at the cell's kappa, this experiment's eval settings."""
-        cmd = [sys.executable, "-m", "bcg_train.eval.cli", str(self.cell_dir(c) / "policy"), "--out",
-               str(self.cell_dir(c) / "eval"), "--kappa", f"{c.kappa:g}", "--runs", str(self.eval_cfg.runs),
-               "--seconds", f"{self.eval_cfg.seconds:g}", "--config", self.args.config]
+        cmd = [
+            sys.executable,
+            "-m",
+            "bcg_train.eval.cli",
+            str(self.cell_dir(c) / "policy"),
+            "--out",
+            str(self.cell_dir(c) / "eval"),
+            "--kappa",
+            f"{c.kappa:g}",
+            "--runs",
+            str(self.eval_cfg.runs),
+            "--seconds",
+            f"{self.eval_cfg.seconds:g}",
+            "--config",
+            self.args.config,
+        ]
         return cmd + (["--no-render"] if self.args.no_render else [])
 
     def run(self, cells: list[Cell], to_evaluate: set[Cell]) -> None:
@@ -131,8 +153,9 @@ class ExperimentScheduler:
         done = [c for c in cells if self.trained(c) and (self.evaluated(c) or c not in to_evaluate)]
         started = [c for c in cells if self.cell_dir(c).exists()]
         if started and not self.args.resume:
-            raise EvalError(f"{self.out}: {len(started)} cell(s) already started or finished; pass --resume or use "
-                            "a new --out")
+            raise EvalError(
+                f"{self.out}: {len(started)} cell(s) already started or finished; pass --resume or use a new --out"
+            )
         todo = [c for c in cells if c not in done]
         for c in todo:  # a missing trainer is one line before anything starts
             if not self.trained(c):
@@ -148,8 +171,10 @@ class ExperimentScheduler:
                 c = futures[fut]
                 spent.append(fut.result())  # a failed cell raises here
                 left = float(np.mean(spent)) * (len(todo) - len(spent)) / jobs
-                _progress(f"[{len(spent)}/{len(todo)}] {c.name}: {spent[-1]:.0f} s (elapsed "
-                          f"{_eta(time.monotonic() - t_start)}); about {_eta(left)} left")
+                _progress(
+                    f"[{len(spent)}/{len(todo)}] {c.name}: {spent[-1]:.0f} s (elapsed "
+                    f"{_eta(time.monotonic() - t_start)}); about {_eta(left)} left"
+                )
         finally:  # after a failure the running cells finish (their folders stay resumable), queued ones never start
             pool.shutdown(wait=True, cancel_futures=True)
 
@@ -169,8 +194,9 @@ class ExperimentScheduler:
         with open(d / log_name, "a") as log:  # a resumed training continues its log
             r = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
         if r.returncode != 0 or not finished(c):
-            raise EvalError(f"cell {c.name}: {what} failed (exit {r.returncode}, see {d / log_name}): "
-                            f"{shlex.join(cmd)}")
+            raise EvalError(
+                f"cell {c.name}: {what} failed (exit {r.returncode}, see {d / log_name}): {shlex.join(cmd)}"
+            )
 
     def result(self, c: Cell) -> dict:
         return json.loads((self.cell_dir(c) / "eval" / "eval.json").read_text())
@@ -200,11 +226,15 @@ def table1(sched: ExperimentScheduler, motions, kappas, seeds) -> str:
         rows.append(row)
         rows_b.append(row_b)
     head = ["motion"] + [f"κ = {k:g} kN/m" for k in kappas]
-    return ("### Table 1: Falls and Δd (SHAC+BCG trained at each κ; MuJoCo evaluation)\n\n"
-            + markdown_table(head, rows) + f"\nReference: {SEED_SOFT_END}.\n\n"
-            "### Table 1b: the same policies from the same start states in bcg_sim (the simulator each was "
-            "trained in, at its κ): falls and survival\n\n" + markdown_table(head, rows_b)
-            + "\nA fall in both simulators is the policy's own; one in MuJoCo only is the sim-to-sim gap.\n")
+    return (
+        "### Table 1: Falls and Δd (SHAC+BCG trained at each κ; MuJoCo evaluation)\n\n"
+        + markdown_table(head, rows)
+        + f"\nReference: {SEED_SOFT_END}.\n\n"
+        "### Table 1b: the same policies from the same start states in bcg_sim (the simulator each was "
+        "trained in, at its κ): falls and survival\n\n"
+        + markdown_table(head, rows_b)
+        + "\nA fall in both simulators is the policy's own; one in MuJoCo only is the sim-to-sim gap.\n"
+    )
 
 
 def _train_side_falls(results: list[dict]) -> str:
@@ -226,8 +256,9 @@ def table2(sched: ExperimentScheduler, motions, kappa, seeds) -> str:
             e = [r["e_track_cm"] for s in seeds for r in sched.result(Cell(m, algo, k, s))["runs"]]
             row.append(pm(float(np.mean(e)), float(np.std(e))))
         rows.append(row)
-    return (f"### Table 2: E_track [cm], mean ± std over runs (κ = {kappa:g} kN/m)\n\n"
-            + markdown_table(["motion", "SHAC+BCG", "PPO"], rows))
+    return f"### Table 2: E_track [cm], mean ± std over runs (κ = {kappa:g} kN/m)\n\n" + markdown_table(
+        ["motion", "SHAC+BCG", "PPO"], rows
+    )
 
 
 def cells_table(sched: ExperimentScheduler, cells: list[Cell]) -> str:
@@ -239,21 +270,46 @@ def cells_table(sched: ExperimentScheduler, cells: list[Cell]) -> str:
         if not sched.trained(c):
             continue
         t = json.loads((sched.cell_dir(c) / "summary.json").read_text())
-        learned = (f"{fmt(t['eval_first_e_track_cm'], 1)} → {fmt(t['eval_last_e_track_cm'], 1)} cm, falls "
-                   f"{t['eval_last_falls']:.0%}")
+        learned = (
+            f"{fmt(t['eval_first_e_track_cm'], 1)} → {fmt(t['eval_last_e_track_cm'], 1)} cm, falls "
+            f"{t['eval_last_falls']:.0%}"
+        )
         mj = ["", "", "", "", "", ""]
         if sched.evaluated(c):
             r = sched.result(c)
             a = r["aggregate"]
-            mj = [f"{a['falls']}/{a['runs']}", pm(a["survival_s_mean"], a["survival_s_std"]),
-                  _train_side_falls([r]), pm(a["e_track_cm_mean"], a["e_track_cm_std"], 1),
-                  fmt(r["delta_d"]["delta_d_mm"], 2), _contacts(r["contacts"])]
-        rows.append([c.motion, c.algo, f"{c.kappa:g}", str(c.seed), str(t["iterations"]), f"{t['samples']:,}",
-                     learned, *mj])
-    return ("### Cells: training (evaluation in bcg_sim during training: first → last) and MuJoCo evaluation\n\n"
-            + markdown_table(["motion", "algo", "κ", "seed", "iterations", "samples", "bcg_sim E_track, falls",
-                              "MuJoCo falls", "survival [s]", "bcg_sim falls, survival (same starts)",
-                              "E_track [cm]", "Δd [mm]", "MuJoCo contacts"], rows))
+            mj = [
+                f"{a['falls']}/{a['runs']}",
+                pm(a["survival_s_mean"], a["survival_s_std"]),
+                _train_side_falls([r]),
+                pm(a["e_track_cm_mean"], a["e_track_cm_std"], 1),
+                fmt(r["delta_d"]["delta_d_mm"], 2),
+                _contacts(r["contacts"]),
+            ]
+        rows.append(
+            [c.motion, c.algo, f"{c.kappa:g}", str(c.seed), str(t["iterations"]), f"{t['samples']:,}", learned, *mj]
+        )
+    return (
+        "### Cells: training (evaluation in bcg_sim during training: first → last) and MuJoCo evaluation\n\n"
+        + markdown_table(
+            [
+                "motion",
+                "algo",
+                "κ",
+                "seed",
+                "iterations",
+                "samples",
+                "bcg_sim E_track, falls",
+                "MuJoCo falls",
+                "survival [s]",
+                "bcg_sim falls, survival (same starts)",
+                "E_track [cm]",
+                "Δd [mm]",
+                "MuJoCo contacts",
+            ],
+            rows,
+        )
+    )
 
 
 def _contacts(c: dict) -> str:
@@ -295,16 +351,27 @@ def fig3(sched: ExperimentScheduler, motions, kappas, seeds, out: Path) -> str:
         for k in kappas:
             cells = [gradvar_log(sched, Cell(m, algo, k, s)) for m, s in keys]
             if any(len(g["iteration"]) == 0 for g in cells):
-                raise EvalError(f"{algo} at kappa {k:g}: no gradvar measurement in a training log "
-                                "(shac.gradvar_every = 0?)")
+                raise EvalError(
+                    f"{algo} at kappa {k:g}: no gradvar measurement in a training log (shac.gradvar_every = 0?)"
+                )
             f = [(g[GRADVAR_COLUMNS[0]][0], g[GRADVAR_COLUMNS[1]][0]) for g in cells]
-            mu = [(g[GRADVAR_COLUMNS[0]].mean(), np.sqrt((g[GRADVAR_COLUMNS[1]] ** 2).sum()) / len(g["iteration"]))
-                  for g in cells]
+            mu = [
+                (g[GRADVAR_COLUMNS[0]].mean(), np.sqrt((g[GRADVAR_COLUMNS[1]] ** 2).sum()) / len(g["iteration"]))
+                for g in cells
+            ]
             first.append(np.mean(f, axis=0))
             mean.append(np.mean(mu, axis=0))
             for (m, s), g, fi, me in zip(keys, cells, f, mu):
-                rows.append([m, algo, f"{k:g}", f"{fi[0]:.3g} ± {fi[1]:.2g}", f"{me[0]:.3g} ± {me[1]:.2g}",
-                             str(len(g["iteration"]))])
+                rows.append(
+                    [
+                        m,
+                        algo,
+                        f"{k:g}",
+                        f"{fi[0]:.3g} ± {fi[1]:.2g}",
+                        f"{me[0]:.3g} ± {me[1]:.2g}",
+                        str(len(g["iteration"])),
+                    ]
+                )
                 ax_t.plot(g["iteration"], g[GRADVAR_COLUMNS[0]], style, lw=0.8, label=f"{algo} κ {k:g} {m}")
         summary[algo] = (np.array(first), np.array(mean))
         for arr, marker, what in ((summary[algo][0], "o", "first"), (summary[algo][1], "s", "mean")):
@@ -318,11 +385,12 @@ def fig3(sched: ExperimentScheduler, motions, kappas, seeds, out: Path) -> str:
     fig.tight_layout()
     fig.savefig(out / "fig3_gradvar.png")
     plt.close(fig)
-    return ("### Fig. 3: policy-gradient variance recorded during training (trace(Cov)/P across the training "
-            "worlds; ±1 std from bcg-train's bootstrap over the worlds, shac.gradvar_bootstrap resamples)\n\n"
-            "![Fig. 3](fig3_gradvar.png)\n\n"
-            + markdown_table(["motion", "algo", "κ", "first (iteration 1)", "mean over training", "measurements"],
-                             rows))
+    return (
+        "### Fig. 3: policy-gradient variance recorded during training (trace(Cov)/P across the training "
+        "worlds; ±1 std from bcg-train's bootstrap over the worlds, shac.gradvar_bootstrap resamples)\n\n"
+        "![Fig. 3](fig3_gradvar.png)\n\n"
+        + markdown_table(["motion", "algo", "κ", "first (iteration 1)", "mean over training", "measurements"], rows)
+    )
 
 
 def fig5(sched: ExperimentScheduler, motions, kappa, seeds, out: Path) -> str:
@@ -355,8 +423,10 @@ def fig5(sched: ExperimentScheduler, motions, kappa, seeds, out: Path) -> str:
     fig.tight_layout()
     fig.savefig(out / "fig5_curves.png")
     plt.close(fig)
-    return (f"### Fig. 5: learning curves at κ = {kappa:g} kN/m (solid SHAC+BCG, dashed PPO, dotted SHAC where "
-            "trained; bottom: bcg-train's fixed-protocol evaluation in bcg_sim)\n\n![Fig. 5](fig5_curves.png)\n")
+    return (
+        f"### Fig. 5: learning curves at κ = {kappa:g} kN/m (solid SHAC+BCG, dashed PPO, dotted SHAC where "
+        "trained; bottom: bcg-train's fixed-protocol evaluation in bcg_sim)\n\n![Fig. 5](fig5_curves.png)\n"
+    )
 
 
 def kappa_map(args, eval_cfg, out: Path) -> str:
@@ -372,8 +442,9 @@ def kappa_map(args, eval_cfg, out: Path) -> str:
         path = folder if resumed else export_playback(args.playback, folder)
     else:
         folder = out / "hold_policy"
-        path = args.policy or (folder if (args.resume and (folder / "policy.yaml").is_file())
-                               else export_hold(str(folder), ("onnx",)))
+        path = args.policy or (
+            folder if (args.resume and (folder / "policy.yaml").is_file()) else export_hold(str(folder), ("onnx",))
+        )
     rows, window = [], 0.0
     for i, k in enumerate(args.kappas):
         t0 = time.monotonic()
@@ -384,17 +455,36 @@ def kappa_map(args, eval_cfg, out: Path) -> str:
             r = evaluate(load_policy(path), eval_cfg, d, kappa=k, render=False)
         dd = r["delta_d"]
         window = dd["window_s"]
-        rows.append([f"{k:g}", fmt(dd["train_pen_mm"], 2), fmt(dd["mujoco_pen_mm"], 2),
-                     pm(dd["delta_d_mm"], dd["delta_d_std_mm"]),
-                     f"{sum(p['train_fell'] for p in dd['per_run'])}/{len(dd['per_run'])}",
-                     f"{r['aggregate']['falls']}/{r['aggregate']['runs']}"])
-        _progress(f"[{i + 1}/{len(args.kappas)}] kappa {k:g}: delta_d {dd['delta_d_mm']:.2f} mm "
-                  f"({time.monotonic() - t0:.1f} s)")
+        rows.append(
+            [
+                f"{k:g}",
+                fmt(dd["train_pen_mm"], 2),
+                fmt(dd["mujoco_pen_mm"], 2),
+                pm(dd["delta_d_mm"], dd["delta_d_std_mm"]),
+                f"{sum(p['train_fell'] for p in dd['per_run'])}/{len(dd['per_run'])}",
+                f"{r['aggregate']['falls']}/{r['aggregate']['runs']}",
+            ]
+        )
+        _progress(
+            f"[{i + 1}/{len(args.kappas)}] kappa {k:g}: delta_d {dd['delta_d_mm']:.2f} mm "
+            f"({time.monotonic() - t0:.1f} s)"
+        )
     name = Path(path).name
-    return (f"### κ mapping: Δd of `{name}` along the κ grid (no training; window {window:g} s, "
-            f"{eval_cfg.runs} start states)\n\n"
-            + markdown_table(["κ [kN/m/sphere]", "pen. bcg_sim [mm]", "pen. MuJoCo [mm]", "Δd [mm]",
-                              "falls in bcg_sim", "falls in MuJoCo"], rows))
+    return (
+        f"### κ mapping: Δd of `{name}` along the κ grid (no training; window {window:g} s, "
+        f"{eval_cfg.runs} start states)\n\n"
+        + markdown_table(
+            [
+                "κ [kN/m/sphere]",
+                "pen. bcg_sim [mm]",
+                "pen. MuJoCo [mm]",
+                "Δd [mm]",
+                "falls in bcg_sim",
+                "falls in MuJoCo",
+            ],
+            rows,
+        )
+    )
 
 
 # --- report -----------------------------------------------------------------------------------------------------
@@ -403,13 +493,16 @@ def write_report(out: Path, args: argparse.Namespace) -> Path:
     from bcg_train.eval.evaluate import commit
 
     sec = out / "sections"
-    evaluated_at = sorted({json.loads(p.read_text()).get("commit", "unknown")
-                           for p in out.glob("cells/*/eval/eval.json")})
-    parts = [f"# bcg experiments\n\n- machine: {platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs, "
-             f"{platform.python_version()})\n- commit: {commit()} (this report); cells evaluated at "
-             f"{', '.join(evaluated_at) or 'none yet'}\n- budget per cell: {args.budget} (bcg-train --budget), "
-             f"preset {args.preset}, reward {args.reward}, {args.jobs} cell(s) at a time\n"
-             f"- last command: `bcg-experiment {shlex.join(sys.argv[1:])}`\n"]
+    evaluated_at = sorted(
+        {json.loads(p.read_text()).get("commit", "unknown") for p in out.glob("cells/*/eval/eval.json")}
+    )
+    parts = [
+        f"# bcg experiments\n\n- machine: {platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs, "
+        f"{platform.python_version()})\n- commit: {commit()} (this report); cells evaluated at "
+        f"{', '.join(evaluated_at) or 'none yet'}\n- budget per cell: {args.budget} (bcg-train --budget), "
+        f"preset {args.preset}, reward {args.reward}, {args.jobs} cell(s) at a time\n"
+        f"- last command: `bcg-experiment {shlex.join(sys.argv[1:])}`\n"
+    ]
     for name in REPORT_ORDER:
         for p in sorted(sec.glob(f"{name}*.md")):
             parts.append(p.read_text())
@@ -420,29 +513,49 @@ def write_report(out: Path, args: argparse.Namespace) -> Path:
 
 # --- CLI --------------------------------------------------------------------------------------------------------
 def _parser(exp) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="bcg-experiment", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="bcg-experiment", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("experiment", choices=[*EXPERIMENTS, "all", "kappa-map"])
     ap.add_argument("--out", required=True, help="results folder (cells/, sections/, report.md)")
     ap.add_argument("--motions", nargs="+", default=exp.motions, help=f"default {' '.join(exp.motions)}")
-    ap.add_argument("--kappas", nargs="+", type=float, default=exp.kappas,
-                    help=f"kN/m per sphere, default {' '.join(f'{k:g}' for k in exp.kappas)}")
-    ap.add_argument("--kappa", type=float, default=exp.compare_kappa,
-                    help=f"compare/curves kappa (default {exp.compare_kappa:g})")
-    ap.add_argument("--gradvar-motions", nargs="+", default=None,
-                    help="gradvar (and all): motions of the SHAC/SHAC+BCG pairs (default: --motions)")
+    ap.add_argument(
+        "--kappas",
+        nargs="+",
+        type=float,
+        default=exp.kappas,
+        help=f"kN/m per sphere, default {' '.join(f'{k:g}' for k in exp.kappas)}",
+    )
+    ap.add_argument(
+        "--kappa", type=float, default=exp.compare_kappa, help=f"compare/curves kappa (default {exp.compare_kappa:g})"
+    )
+    ap.add_argument(
+        "--gradvar-motions",
+        nargs="+",
+        default=None,
+        help="gradvar (and all): motions of the SHAC/SHAC+BCG pairs (default: --motions)",
+    )
     ap.add_argument("--seeds", nargs="+", type=int, default=exp.seeds, help=f"default {exp.seeds}")
     ap.add_argument("--budget", default=exp.budget, help=f"bcg-train --budget of a cell (default {exp.budget})")
     ap.add_argument("--preset", default=exp.preset, help=f"bcg-train --preset (default {exp.preset})")
-    ap.add_argument("--reward", default=exp.reward, choices=["add", "tracking"],
-                    help=f"bcg-train --reward (default {exp.reward})")
-    ap.add_argument("--jobs", type=int, default=exp.jobs,
-                    help=f"cells at once, one process each (default {exp.jobs}; 2 uses both cores here)")
+    ap.add_argument(
+        "--reward", default=exp.reward, choices=["add", "tracking"], help=f"bcg-train --reward (default {exp.reward})"
+    )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=exp.jobs,
+        help=f"cells at once, one process each (default {exp.jobs}; 2 uses both cores here)",
+    )
     ap.add_argument("--runs", type=int, default=None, help="bcg-eval runs per cell (default: config eval.runs)")
     ap.add_argument("--seconds", type=float, default=None, help="bcg-eval seconds (default: config eval.seconds)")
     ap.add_argument("--policy", default=None, help="kappa-map: the policy (default: the hold policy)")
-    ap.add_argument("--playback", default=None, metavar="MOTION",
-                    help="kappa-map: an open-loop playback policy of this clip instead (moving robot, touchdowns)")
+    ap.add_argument(
+        "--playback",
+        default=None,
+        metavar="MOTION",
+        help="kappa-map: an open-loop playback policy of this clip instead (moving robot, touchdowns)",
+    )
     ap.add_argument("--resume", action="store_true", help="skip finished cells, continue interrupted ones")
     ap.add_argument("--no-render", action="store_true", help="no PNG strip per cell")
     ap.add_argument("--config", default="eval.yaml", help="config file (default config/eval.yaml)")
@@ -475,8 +588,9 @@ def experiment_cells(name: str, args: argparse.Namespace) -> tuple[list[Cell], s
         cells = [Cell(m, a, args.kappa, s) for m in m_ for a in ("shac-bcg", "ppo") for s in s_]
         return cells, set(cells)
     if name == "gradvar":
-        return [Cell(m, a, k, s) for m in args.gradvar_motions for a in ("shac-bcg", "shac") for k in k_
-                for s in s_], set()
+        return [
+            Cell(m, a, k, s) for m in args.gradvar_motions for a in ("shac-bcg", "shac") for k in k_ for s in s_
+        ], set()
     if name == "curves":
         return [Cell(m, "shac-bcg", args.kappa, s) for m in m_ for s in s_], set()
     cells, evaluate = [], set()  # all: every experiment's cells in one queue (both cores busy to the end)
@@ -499,8 +613,11 @@ def section(name: str, sched: ExperimentScheduler, args: argparse.Namespace, out
 
 
 def _run(args: argparse.Namespace, exp, ev) -> int:
-    ev = dataclasses.replace(ev, runs=ev.runs if args.runs is None else args.runs,
-                             seconds=ev.seconds if args.seconds is None else args.seconds).validate("arguments")
+    ev = dataclasses.replace(
+        ev,
+        runs=ev.runs if args.runs is None else args.runs,
+        seconds=ev.seconds if args.seconds is None else args.seconds,
+    ).validate("arguments")
     from bcg_train.config import parse_budget
 
     if any(k <= 0 for k in args.kappas) or args.kappa <= 0:
@@ -520,8 +637,9 @@ def _run(args: argparse.Namespace, exp, ev) -> int:
         sched = ExperimentScheduler(args, exp, ev)
         cells, to_evaluate = experiment_cells(args.experiment, args)
         sched.run(cells, to_evaluate)
-        parts = [section(p, sched, args, out) for p in (EXPERIMENTS if args.experiment == "all"
-                                                           else (args.experiment,))]
+        parts = [
+            section(p, sched, args, out) for p in (EXPERIMENTS if args.experiment == "all" else (args.experiment,))
+        ]
         for name, text in parts + [(f"cells_{args.experiment}", cells_table(sched, cells))]:
             (out / "sections" / f"{name}.md").write_text(text)
             print(text)

@@ -46,8 +46,10 @@ def load_eval_model(mjcf: str | None, notes: list[str] | None = None) -> mujoco.
     joints = {j.name: j for j in spec.joints}
     missing = [j.mjcf_name for j in JOINTS_29 if j.mjcf_name not in joints]
     if missing:
-        raise EvalError(f"MJCF {mjcf}: not a 29-DoF G1, missing joint(s) {missing[:4]}"
-                        f"{' ...' if len(missing) > 4 else ''} ({len(missing)} of 29)")
+        raise EvalError(
+            f"MJCF {mjcf}: not a 29-DoF G1, missing joint(s) {missing[:4]}"
+            f"{' ...' if len(missing) > 4 else ''} ({len(missing)} of 29)"
+        )
     if not any(j.type == mujoco.mjtJoint.mjJNT_FREE for j in spec.joints):
         raise EvalError(f"MJCF {mjcf}: no free joint (the G1 must have a floating base)")
     g1_joints = {j.mjcf_name for j in JOINTS_29}
@@ -60,8 +62,10 @@ def load_eval_model(mjcf: str | None, notes: list[str] | None = None) -> mujoco.
             a.forcelimited = mujoco.mjtLimited.mjLIMITED_FALSE
             driven.add(a.target)
     if converted:
-        notes.append(f"MJCF {path.name}: {converted} servo actuator(s) on G1 joints turned into torque motors "
-                     "(the PD runs in the eval loop, like the robot's drivers)")
+        notes.append(
+            f"MJCF {path.name}: {converted} servo actuator(s) on G1 joints turned into torque motors "
+            "(the PD runs in the eval loop, like the robot's drivers)"
+        )
     for name in sorted(g1_joints - driven):
         spec.add_actuator(name=f"{name}_motor", target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
     if g1_joints - driven:
@@ -82,8 +86,12 @@ def _add_floor(spec: mujoco.MjSpec) -> None:
     """The project model's floor plane (same size and friction), added to a model without one."""
     ref = load_mujoco("29dof", floor=True)
     i = mujoco.mj_name2id(ref, mujoco.mjtObj.mjOBJ_GEOM, "floor")
-    spec.worldbody.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=ref.geom_size[i].tolist(),
-                            friction=ref.geom_friction[i].tolist())
+    spec.worldbody.add_geom(
+        name="floor",
+        type=mujoco.mjtGeom.mjGEOM_PLANE,
+        size=ref.geom_size[i].tolist(),
+        friction=ref.geom_friction[i].tolist(),
+    )
 
 
 def bridge_config(physics_dt: float):
@@ -92,9 +100,18 @@ def bridge_config(physics_dt: float):
     from bcg_policy_node.mujoco_bridge import BridgeConfig
 
     p = dict(load_yaml(BRIDGE_CONFIG)["mujoco_bridge"]["ros__parameters"])
-    p.update(physics_dt=physics_dt, lowstate_rate_hz=1.0 / physics_dt, hold_start_pose=False,
-             realtime=False, noise_q_std=0.0, noise_dq_std=0.0, noise_gyro_std=0.0, noise_acc_std=0.0,
-             state_latency_s=0.0, cmd_latency_s=0.0)
+    p.update(
+        physics_dt=physics_dt,
+        lowstate_rate_hz=1.0 / physics_dt,
+        hold_start_pose=False,
+        realtime=False,
+        noise_q_std=0.0,
+        noise_dq_std=0.0,
+        noise_gyro_std=0.0,
+        noise_acc_std=0.0,
+        state_latency_s=0.0,
+        cmd_latency_s=0.0,
+    )
     return BridgeConfig(**p)
 
 
@@ -108,8 +125,7 @@ class MujocoRun:
     missed_contacts: int = 0  # control steps where a sole penetrated > 1 mm but MuJoCo had no contact on it
 
 
-WATCHED_WARNINGS = ("mjWARN_CONTACTFULL", "mjWARN_CNSTRFULL", "mjWARN_BADQACC", "mjWARN_BADQPOS",
-                    "mjWARN_BADQVEL")
+WATCHED_WARNINGS = ("mjWARN_CONTACTFULL", "mjWARN_CNSTRFULL", "mjWARN_BADQACC", "mjWARN_BADQPOS", "mjWARN_BADQVEL")
 MISSED_CONTACT_DEPTH = 0.001  # [m] geometric penetration that must show up as a MuJoCo contact
 
 
@@ -123,8 +139,9 @@ class MujocoEvaluator:
         c = policy.contract
         n = c.control_dt / cfg.physics_dt
         if abs(n - round(n)) > 1e-6:
-            raise EvalError(f"policy control_dt {c.control_dt} s is not a whole number of physics steps "
-                            f"({cfg.physics_dt} s)")
+            raise EvalError(
+                f"policy control_dt {c.control_dt} s is not a whole number of physics steps ({cfg.physics_dt} s)"
+            )
         self.substeps = round(n)
         try:
             self.sim = G1Sim(bridge_config(cfg.physics_dt), model=model)
@@ -140,8 +157,9 @@ class MujocoEvaluator:
         d = self.sim.data
         return np.concatenate([d.qpos[:7], d.qpos[self.sim.qadr]])
 
-    def _set_state(self, qpos: np.ndarray, root_lin_vel_w: np.ndarray, root_ang_vel_w: np.ndarray,
-                   joint_vel: np.ndarray) -> None:
+    def _set_state(
+        self, qpos: np.ndarray, root_lin_vel_w: np.ndarray, root_ang_vel_w: np.ndarray, joint_vel: np.ndarray
+    ) -> None:
         d, m = self.sim.data, self.sim.model
         mujoco.mj_resetData(m, d)
         d.qpos[:7], d.qpos[self.sim.qadr] = qpos[:7], qpos[7:]
@@ -157,8 +175,14 @@ class MujocoEvaluator:
         from bcg_policy_node.lowlevel import MotorCommand
 
         z = np.zeros(len(JOINTS_29))
-        return MotorCommand(q=np.asarray(q_target, float), dq=z, tau=z, kp=self.kp, kd=self.kd,
-                            mode=np.ones(len(JOINTS_29), dtype=np.uint8))
+        return MotorCommand(
+            q=np.asarray(q_target, float),
+            dq=z,
+            tau=z,
+            kp=self.kp,
+            kd=self.kd,
+            mode=np.ones(len(JOINTS_29), dtype=np.uint8),
+        )
 
     def _measure(self, rng: np.random.Generator) -> RobotState:
         s, c = self.sim.measure(), self.cfg
@@ -198,8 +222,11 @@ class MujocoEvaluator:
             if qpos[-1][2] < cfg.fall_height:
                 break
         out.fault = fault
-        out.warnings = {w: int(self.sim.data.warning[getattr(mujoco.mjtWarning, w)].number)
-                        for w in WATCHED_WARNINGS if self.sim.data.warning[getattr(mujoco.mjtWarning, w)].number}
+        out.warnings = {
+            w: int(self.sim.data.warning[getattr(mujoco.mjtWarning, w)].number)
+            for w in WATCHED_WARNINGS
+            if self.sim.data.warning[getattr(mujoco.mjtWarning, w)].number
+        }
         t = np.array(times)
         out.rollout = Rollout(t, np.array(qpos), reference_qpos(self.policy.reference, t))
         return out
@@ -215,10 +242,12 @@ class MujocoEvaluator:
         d, m, p = self.sim.data, self.sim.model, self._probe
         p.qpos[:] = d.qpos
         mujoco.mj_fwdPosition(m, p)
-        touching = {int(m.geom_bodyid[c.geom1]) for c in p.contact[:p.ncon]} | \
-                   {int(m.geom_bodyid[c.geom2]) for c in p.contact[:p.ncon]}
-        return int(any(sole_z[k] < -MISSED_CONTACT_DEPTH and b not in touching
-                       for k, b in enumerate(self._foot_bodies)))
+        touching = {int(m.geom_bodyid[c.geom1]) for c in p.contact[: p.ncon]} | {
+            int(m.geom_bodyid[c.geom2]) for c in p.contact[: p.ncon]
+        }
+        return int(
+            any(sole_z[k] < -MISSED_CONTACT_DEPTH and b not in touching for k, b in enumerate(self._foot_bodies))
+        )
 
 
 def start_state(policy: Policy, cfg: EvalConfig, rng: np.random.Generator, t0: float = 0.0, reference=None):
@@ -248,4 +277,3 @@ def clip_seconds(policy: Policy, seconds: float) -> float:
     """Run length: `seconds`, or the reference clip's duration when 0 (at least one control step)."""
     s = seconds if seconds > 0 else policy.reference.duration
     return max(s, policy.contract.control_dt)
-

@@ -28,7 +28,7 @@ def export_playback(motion_name: str, out_dir: str | Path, gains: str = "stand")
             self.register_buffer("inv_scale", inv_scale)
 
         def forward(self, obs: torch.Tensor) -> torch.Tensor:
-            return obs[:, sl.start:sl.start + inv_scale.shape[1]] * self.inv_scale
+            return obs[:, sl.start : sl.start + inv_scale.shape[1]] * self.inv_scale
 
     ref = ReferenceTrack.from_motion(bcg_sim.motion.load(motion_name))
     c.description = f"open-loop playback of {motion_name} (PD targets = next reference frame); not trained"

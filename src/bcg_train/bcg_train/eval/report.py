@@ -40,17 +40,35 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> 
     return "\n".join(lines) + "\n"
 
 
-EVAL_HEADERS = ("policy", "MJCF", "Falls", "Falls in bcg_sim", "Δd [mm]", "E_track [cm]", "joint err [rad]",
-                "survival [s]", "foot slip [cm/s]", "pen. MuJoCo [mm]")
+EVAL_HEADERS = (
+    "policy",
+    "MJCF",
+    "Falls",
+    "Falls in bcg_sim",
+    "Δd [mm]",
+    "E_track [cm]",
+    "joint err [rad]",
+    "survival [s]",
+    "foot slip [cm/s]",
+    "pen. MuJoCo [mm]",
+)
 
 
 def eval_row(result: dict) -> list[str]:
     a, d = result["aggregate"], result.get("delta_d") or {}
     train_falls = f"{d['train_falls']}/{a['runs']}" if "train_falls" in d else ""
-    return [result["policy_name"], result["mjcf_name"], f"{a['falls']}/{a['runs']}", train_falls,
-            fmt(d.get("delta_d_mm"), 2), pm(a["e_track_cm_mean"], a["e_track_cm_std"]),
-            pm(a["joint_err_rad_mean"], a["joint_err_rad_std"], 3), pm(a["survival_s_mean"], a["survival_s_std"]),
-            pm(a["slip_cm_s_mean"], a["slip_cm_s_std"]), pm(a["pen_mm_mean"], a["pen_mm_std"])]
+    return [
+        result["policy_name"],
+        result["mjcf_name"],
+        f"{a['falls']}/{a['runs']}",
+        train_falls,
+        fmt(d.get("delta_d_mm"), 2),
+        pm(a["e_track_cm_mean"], a["e_track_cm_std"]),
+        pm(a["joint_err_rad_mean"], a["joint_err_rad_std"], 3),
+        pm(a["survival_s_mean"], a["survival_s_std"]),
+        pm(a["slip_cm_s_mean"], a["slip_cm_s_std"]),
+        pm(a["pen_mm_mean"], a["pen_mm_std"]),
+    ]
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -95,8 +113,9 @@ def plot_series(out_dir: Path, runs: list[dict[str, np.ndarray]], prefix: str = 
     return paths
 
 
-def render_strip_png(path: Path, qpos: np.ndarray, ref_qpos: np.ndarray, fps: float, frames: int, width: int,
-                     height: int) -> Path:
+def render_strip_png(
+    path: Path, qpos: np.ndarray, ref_qpos: np.ndarray, fps: float, frames: int, width: int, height: int
+) -> Path:
     """PNG strip of a rollout qpos [T, 36] with the reference ref_qpos [T, 36] as a translucent ghost."""
     from bcg_sim.motion import Motion
     from bcg_sim.motion.render import render_strip, save_image

@@ -43,18 +43,40 @@ def _domain_env() -> dict[str, str]:
 def run_sim2sim(policy_dir: Path, bag: Path, duration: float, cfg: EvalConfig, seed: int) -> None:
     """One bcg-sim2sim run recording `bag`; raises EvalError with its output tail on failure."""
     latency = cfg.action_latency_s
-    cmd = [sys.executable, "-m", "bcg_policy_node.sim2sim", "--policy", str(policy_dir), "--duration",
-           f"{duration:.6f}", "--fast", "--start", "--record", str(bag), "--ros-args",
-           "-p", f"policy_node:move_to_default_s:={cfg.ros_move_to_default_s}",
-           "-p", f"mujoco_bridge:remote_press_s:={cfg.ros_remote_press_s}",
-           "-p", f"mujoco_bridge:physics_dt:={cfg.physics_dt}",
-           "-p", f"mujoco_bridge:seed:={seed}",
-           "-p", f"mujoco_bridge:start_joint_noise:={cfg.init_joint_noise}",
-           "-p", f"mujoco_bridge:start_root_vel_noise:={cfg.init_root_vel_noise}",
-           "-p", f"mujoco_bridge:noise_q_std:={cfg.noise_q_std}",
-           "-p", f"mujoco_bridge:noise_dq_std:={cfg.noise_dq_std}",
-           "-p", f"mujoco_bridge:noise_gyro_std:={cfg.noise_gyro_std}",
-           "-p", f"mujoco_bridge:cmd_latency_s:={latency}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bcg_policy_node.sim2sim",
+        "--policy",
+        str(policy_dir),
+        "--duration",
+        f"{duration:.6f}",
+        "--fast",
+        "--start",
+        "--record",
+        str(bag),
+        "--ros-args",
+        "-p",
+        f"policy_node:move_to_default_s:={cfg.ros_move_to_default_s}",
+        "-p",
+        f"mujoco_bridge:remote_press_s:={cfg.ros_remote_press_s}",
+        "-p",
+        f"mujoco_bridge:physics_dt:={cfg.physics_dt}",
+        "-p",
+        f"mujoco_bridge:seed:={seed}",
+        "-p",
+        f"mujoco_bridge:start_joint_noise:={cfg.init_joint_noise}",
+        "-p",
+        f"mujoco_bridge:start_root_vel_noise:={cfg.init_root_vel_noise}",
+        "-p",
+        f"mujoco_bridge:noise_q_std:={cfg.noise_q_std}",
+        "-p",
+        f"mujoco_bridge:noise_dq_std:={cfg.noise_dq_std}",
+        "-p",
+        f"mujoco_bridge:noise_gyro_std:={cfg.noise_gyro_std}",
+        "-p",
+        f"mujoco_bridge:cmd_latency_s:={latency}",
+    ]
     timeout = max(ROS_TIMEOUT_MIN_S, ROS_TIMEOUT_FACTOR * duration)
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_domain_env())
@@ -70,8 +92,9 @@ def bag_rollout(bag: Path, policy: Policy, seconds: float) -> tuple[metrics.Roll
     sim time [s] at which RUN began."""
     from bcg_policy_node.bags import deserialize, read_bag
 
-    run_t = [m.timestamp_ns * 1e-9 for m in read_bag(bag, ["/policy_node/transitions"])
-             if "-> RUN" in deserialize(m).data]
+    run_t = [
+        m.timestamp_ns * 1e-9 for m in read_bag(bag, ["/policy_node/transitions"]) if "-> RUN" in deserialize(m).data
+    ]
     if not run_t:
         raise EvalError(f"--ros: bag {bag}: the policy node never reached RUN (raise eval.ros_preroll_s?)")
     t_run = run_t[0]
@@ -91,8 +114,10 @@ def bag_rollout(bag: Path, policy: Policy, seconds: float) -> tuple[metrics.Roll
         times.append(t - t_run)
     if not rows or times[-1] < seconds - 0.05:
         got = times[-1] if times else 0.0
-        raise EvalError(f"--ros: bag {bag}: RUN lasted {got:.2f} s of the {seconds:.2f} s asked (RUN began at "
-                        f"{t_run:.2f} s sim; raise eval.ros_preroll_s)")
+        raise EvalError(
+            f"--ros: bag {bag}: RUN lasted {got:.2f} s of the {seconds:.2f} s asked (RUN began at "
+            f"{t_run:.2f} s sim; raise eval.ros_preroll_s)"
+        )
     qpos = np.array(rows)
     ref = policy.reference
     ref.align_yaw(qpos[0, 3:7])  # what PolicyRunner.start did with the IMU quaternion
@@ -100,8 +125,9 @@ def bag_rollout(bag: Path, policy: Policy, seconds: float) -> tuple[metrics.Roll
     return metrics.Rollout(t, qpos, reference_qpos(ref, t)), t_run
 
 
-def run_ros(policy: Policy, cfg: EvalConfig, seconds: float, out_dir: Path,
-            progress: Callable[[str], None]) -> list[dict]:
+def run_ros(
+    policy: Policy, cfg: EvalConfig, seconds: float, out_dir: Path, progress: Callable[[str], None]
+) -> list[dict]:
     """cfg.runs sim2sim runs, each measured from its bag (same record layout as evaluate.run_mujoco)."""
     import time
 
@@ -115,8 +141,20 @@ def run_ros(policy: Policy, cfg: EvalConfig, seconds: float, out_dir: Path,
         run_sim2sim(policy.path, bag, cfg.ros_preroll_s + seconds, cfg, seed)
         r, t_run = bag_rollout(bag, policy, seconds)
         s = metrics.series(r, policy.contract.control_dt, cfg.contact_height)
-        out.append({"seed": seed, "rollout": r, "series": s, "fault": "", "max_contacts": None, "warnings": {},
-                    "missed_contacts": None, "run_start_s": t_run})
-        progress(f"ROS run {i + 1}/{cfg.runs} (bridge seed {seed}): {seconds:.2f} s of RUN (from {t_run:.2f} s sim) in "
-                 f"{time.monotonic() - t0:.1f} s wall")
+        out.append(
+            {
+                "seed": seed,
+                "rollout": r,
+                "series": s,
+                "fault": "",
+                "max_contacts": None,
+                "warnings": {},
+                "missed_contacts": None,
+                "run_start_s": t_run,
+            }
+        )
+        progress(
+            f"ROS run {i + 1}/{cfg.runs} (bridge seed {seed}): {seconds:.2f} s of RUN (from {t_run:.2f} s sim) in "
+            f"{time.monotonic() - t0:.1f} s wall"
+        )
     return out
