@@ -76,7 +76,8 @@ def _like(values: Sequence[float] | np.ndarray, ref: Array) -> Array:
     if is_torch(ref):
         import torch
 
-        return torch.as_tensor(np.asarray(values), dtype=ref.dtype, device=ref.device)
+        # a copy: constants may be read-only arrays (the contract's joint ranges), which torch warns about
+        return torch.as_tensor(np.array(values), dtype=ref.dtype, device=ref.device)
     return np.asarray(values, dtype=ref.dtype if ref.dtype.kind == "f" else np.float64)
 
 
