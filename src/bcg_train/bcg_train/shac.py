@@ -125,8 +125,10 @@ class SHAC:
             return 1.0
         return max(0.0, 1.0 - self.iter / self.total_iters)
 
-    def _critic_in(self, obs_n: torch.Tensor, priv: torch.Tensor) -> torch.Tensor:
-        return torch.cat([obs_n, self.priv_norm(priv)], dim=-1)
+    def _critic_in(self, obs: torch.Tensor, priv: torch.Tensor) -> torch.Tensor:
+        """Critic input [N, n_obs + PRIVILEGED_DIM]: the normalized observation [N, n_obs] (without sensor noise)
+        and the normalized privileged state [N, PRIVILEGED_DIM], diverged worlds' rows zeroed."""
+        return torch.cat([self.norm(_finite_rows(obs)), self.priv_norm(_finite_rows(priv))], dim=-1)
 
     def _noise(self, like: torch.Tensor) -> torch.Tensor:
         return self.shac.action_noise_std * torch.randn(like.shape, generator=self.noise_gen).to(self.device)
@@ -157,6 +159,7 @@ class SHAC:
         state = env.state
         obs = task.observation(state, task.frame, task.last_action)
         priv = task.privileged(state, task.frame)
+        critic_in = self._critic_in(obs, priv)
         loss = torch.zeros((), device=self.device)
         rew_acc = torch.zeros(n, device=self.device)  # discounted reward since the rollout/episode start
         discount = torch.ones(n, device=self.device)  # gamma^(t - start)
@@ -177,7 +180,7 @@ class SHAC:
             seen_obs.append(obs.detach())
             seen_priv.append(priv.detach())
             obs_n = self.norm(_finite_rows(obs + task.sensor_noise(obs)))
-            rec["cin"].append(self._critic_in(self.norm(_finite_rows(obs)), _finite_rows(priv)).detach())
+            rec["cin"].append(critic_in.detach())
             mu = self.actor(obs_n) if probes is None else self.actor.probed(obs_n, *probes)
             if mu.requires_grad:
                 mu.register_hook(_zero_nonfinite)  # a diverged world's gradient stops here
@@ -192,9 +195,8 @@ class SHAC:
             done = terminated | timeout
             next_obs = task.observation(out.state, task.frame, action)
             next_priv = task.privileged(out.state, task.frame)
-            next_v = self.target_critic(
-                self._critic_in(self.norm(_finite_rows(next_obs)), _finite_rows(next_priv))
-            ).squeeze(-1)
+            next_critic_in = self._critic_in(next_obs, next_priv)  # also s_{t+1}'s critic input unless reset
+            next_v = self.target_critic(next_critic_in).squeeze(-1)
             next_v = torch.where(terminated, torch.zeros_like(next_v), next_v)  # no bootstrap past a fall
             bad = ~torch.isfinite(r) | ~torch.isfinite(next_v)
             r = torch.where(bad, torch.zeros_like(r), r)
@@ -222,8 +224,9 @@ class SHAC:
                 state = env.state
                 obs = task.observation(state, task.frame, task.last_action)
                 priv = task.privileged(state, task.frame)
+                critic_in = self._critic_in(obs, priv)
             else:
-                state, obs, priv = out.state, next_obs, next_priv
+                state, obs, priv, critic_in = out.state, next_obs, next_priv, next_critic_in
         if update_norm:
             self.norm.update(self.comm.gather(torch.cat(seen_obs)))
             self.priv_norm.update(self.comm.gather(torch.cat(seen_priv)))
