@@ -16,6 +16,7 @@ import pytest
 
 from bcg_train.config import parse_budget
 from bcg_train.logger import bar_status
+from bcg_train.runner import summary_line
 
 EVAL_LINE = re.compile(
     r"^bcg-train: \[\d+:\d\d, \d+ it, \d+ samples\] eval at iteration \d+: whole clip E_track "
@@ -38,6 +39,26 @@ def test_bar_counts_iterations_and_shows_minutes(budget, at, text):
     frac, status = bar_status(parse_budget(budget), *at)
     assert status == text
     assert frac == pytest.approx({"200it": 37 / 200, "2M": 0.59, "30min": 565.49 / 1800, "1h": 0.0}[budget])
+
+
+def test_summary_line_rounds_to_the_units():
+    """The end-of-training line: cm to 0.1, seconds to 0.01, MB whole, counts whole (summary.json keeps all)."""
+    summary = {
+        "kappa": 300.0,
+        "wall_s": 2.3812,
+        "s_per_iteration": 0.79377,
+        "e_track_cm_last": 6.922884315252304,
+        "falls_total": 3.0,
+        "eval_last_falls": 0.125,
+        "eval_last_survival_s": 0.1,
+        "best_eval": [0.0, 2.190983274090609, 3],
+        "s_missing": None,
+        "peak_rss_mb_rank0": 689.1,
+    }
+    assert summary_line(summary) == (
+        "kappa=300, wall_s=2.38, s_per_iteration=0.79, e_track_cm_last=6.9, falls_total=3, eval_last_falls=0.125, "
+        "eval_last_survival_s=0.10, best_eval=[0, 2.2, 3], s_missing=None, peak_rss_mb_rank0=689"
+    )
 
 
 def _bcg_train(out, stderr) -> subprocess.Popen:

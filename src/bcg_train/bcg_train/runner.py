@@ -407,7 +407,27 @@ class Trainer:
         }
         with open(self.out / SUMMARY_FILE, "w") as f:
             json.dump(summary, f, indent=1)
-        print("bcg-train summary: " + ", ".join(f"{k}={v}" for k, v in summary.items()), file=sys.stderr)
+        print("bcg-train summary: " + summary_line(summary), file=sys.stderr)
+
+
+def summary_line(summary: dict) -> str:
+    """summary.json (full precision) as one readable line: cm to 0.1, seconds to 0.01, MB to 1, counts whole."""
+
+    def fmt(key: str, v) -> str:
+        if isinstance(v, list) and key == "best_eval":  # [falls, e_track_cm, iteration]
+            return "[" + ", ".join(fmt(k, x) for k, x in zip(("falls", "e_track_cm", "iteration"), v)) + "]"
+        if not isinstance(v, float) or not math.isfinite(v):
+            return str(v)
+        unit = set(key.split("_"))  # e.g. eval_last_e_track_cm, wall_s, s_per_iteration, peak_rss_mb_rank0
+        if "cm" in unit:
+            return f"{v:.1f}"
+        if "s" in unit:
+            return f"{v:.2f}"
+        if "mb" in unit:
+            return f"{v:.0f}"
+        return str(int(v)) if v.is_integer() else f"{v:.3g}"
+
+    return ", ".join(f"{k}={fmt(k, v)}" for k, v in summary.items())
 
 
 def _rows(path: Path) -> list[dict]:

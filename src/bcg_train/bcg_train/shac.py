@@ -15,6 +15,9 @@ Per-world policy-gradient variance (BCG paper Fig. 3): every `gradvar_every` ite
 per-world copies of a last-layer subset are added to the actor output, so one backward gives every world's
 gradient of its own loss; their trace(Cov)/P across worlds is logged as `gradvar`, and the std of that figure
 over `gradvar_bootstrap` resamples of the worlds as `gradvar_std` (Fig. 3's band).
+
+Shapes: N worlds on this process, h = shac.horizon; observation [N, n_obs] (the policy contract's), privileged
+critic inputs [N, PRIVILEGED_DIM] (task.privileged), action [N, 29] in motor order, reward and value [N].
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ class SHAC:
         self.cfg, self.shac = cfg, cfg.shac
         self.task, self.env, self.reward, self.comm = task, task.env, reward, comm
         self.device = task.device
-        self.n = task.n
+        self.n = task.n  # worlds on this process
         self.total_iters = total_iters if self.shac.lr_decay == "linear" else None
         torch.manual_seed(seed)  # same initial weights on every rank
         n_obs = task.contract.n_obs
@@ -125,13 +128,18 @@ class SHAC:
             return 1.0
         return max(0.0, 1.0 - self.iter / self.total_iters)
 
-    def _critic_in(self, obs_n: torch.Tensor, priv: torch.Tensor) -> torch.Tensor:
-        return torch.cat([obs_n, self.priv_norm(priv)], dim=-1)
+    def _critic_in(self, obs: torch.Tensor, priv: torch.Tensor) -> torch.Tensor:
+        """Critic input [N, n_obs + PRIVILEGED_DIM]: the normalized observation [N, n_obs] (without sensor noise)
+        and the normalized privileged state [N, PRIVILEGED_DIM], diverged worlds' rows zeroed."""
+        return torch.cat([self.norm(_finite_rows(obs)), self.priv_norm(_finite_rows(priv))], dim=-1)
 
     def _noise(self, like: torch.Tensor) -> torch.Tensor:
+        """Exploration noise shaped like `like`, N(0, action_noise_std^2), from this process's noise stream."""
         return self.shac.action_noise_std * torch.randn(like.shape, generator=self.noise_gen).to(self.device)
 
     def _probes(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Zero per-world probes (probe_w [N, r, H], probe_b [N, 29]; see `Actor.probed`) on the iterations that
+        log gradvar, else None."""
         k = self.shac.gradvar_every
         if k <= 0 or self.iter % k:
             return None
@@ -157,10 +165,11 @@ class SHAC:
         state = env.state
         obs = task.observation(state, task.frame, task.last_action)
         priv = task.privileged(state, task.frame)
+        critic_in = self._critic_in(obs, priv)
         loss = torch.zeros((), device=self.device)
-        rew_acc = torch.zeros(n, device=self.device)  # discounted reward since the rollout/episode start
-        discount = torch.ones(n, device=self.device)  # gamma^(t - start)
-        rec = {"cin": [], "r": [], "done": [], "next_v": []}
+        rew_acc = torch.zeros(n, device=self.device)  # [N] discounted reward since the rollout/episode start
+        discount = torch.ones(n, device=self.device)  # [N] gamma^(t - start)
+        rec = {"critic_in": [], "reward": [], "done": [], "next_value": []}  # per step, for the critic update
         seen_obs, seen_priv = [], []
         log = {
             "reward": 0.0,
@@ -176,25 +185,24 @@ class SHAC:
         for t in range(h):
             seen_obs.append(obs.detach())
             seen_priv.append(priv.detach())
-            obs_n = self.norm(_finite_rows(obs + task.sensor_noise(obs)))
-            rec["cin"].append(self._critic_in(self.norm(_finite_rows(obs)), _finite_rows(priv)).detach())
-            mu = self.actor(obs_n) if probes is None else self.actor.probed(obs_n, *probes)
+            actor_in = self.norm(_finite_rows(obs + task.sensor_noise(obs)))  # with sensor noise, as on the robot
+            rec["critic_in"].append(critic_in.detach())
+            mu = self.actor(actor_in) if probes is None else self.actor.probed(actor_in, *probes)  # mean [N, 29]
             if mu.requires_grad:
                 mu.register_hook(_zero_nonfinite)  # a diverged world's gradient stops here
             action = mu + self._noise(mu)
             out = env.step(task.env_action(task.delay(action)))
             ref_f = features(task.ref_kinematics(task.frame + 1))
             sim_f = features(task.sim_kinematics(out))
-            r = self.reward(sim_f, ref_f) + alive_bonus
+            r = self.reward(sim_f, ref_f) + alive_bonus  # [N]
             self.reward.observe(sim_f, ref_f)
             task.last_action = action
             terminated, timeout = task.advance(out)
             done = terminated | timeout
             next_obs = task.observation(out.state, task.frame, action)
             next_priv = task.privileged(out.state, task.frame)
-            next_v = self.target_critic(
-                self._critic_in(self.norm(_finite_rows(next_obs)), _finite_rows(next_priv))
-            ).squeeze(-1)
+            next_critic_in = self._critic_in(next_obs, next_priv)  # also s_{t+1}'s critic input unless reset
+            next_v = self.target_critic(next_critic_in).squeeze(-1)
             next_v = torch.where(terminated, torch.zeros_like(next_v), next_v)  # no bootstrap past a fall
             bad = ~torch.isfinite(r) | ~torch.isfinite(next_v)
             r = torch.where(bad, torch.zeros_like(r), r)
@@ -202,9 +210,9 @@ class SHAC:
             rew_acc = rew_acc + discount * r
             ends = done | (t == h - 1)
             loss = loss - torch.where(ends, rew_acc + discount * gamma * next_v, torch.zeros_like(rew_acc)).sum()
-            rec["r"].append(r.detach())
+            rec["reward"].append(r.detach())
             rec["done"].append(done)
-            rec["next_v"].append(next_v.detach())
+            rec["next_value"].append(next_v.detach())
             with torch.no_grad():
                 log["reward"] += float(r.mean()) / h
                 log["e_track_cm"] += float(torch.nan_to_num(e_track_cm(sim_f, ref_f)).mean()) / h
@@ -222,14 +230,16 @@ class SHAC:
                 state = env.state
                 obs = task.observation(state, task.frame, task.last_action)
                 priv = task.privileged(state, task.frame)
+                critic_in = self._critic_in(obs, priv)
             else:
-                state, obs, priv = out.state, next_obs, next_priv
+                state, obs, priv, critic_in = out.state, next_obs, next_priv, next_critic_in
         if update_norm:
             self.norm.update(self.comm.gather(torch.cat(seen_obs)))
             self.priv_norm.update(self.comm.gather(torch.cat(seen_priv)))
         return loss / (n * h), rec, log
 
     def iteration(self) -> dict:
+        """Steps 1-4 of the module docstring; returns the metrics.csv row (`Algorithm.iteration`)."""
         sc, task, env, n = self.shac, self.task, self.env, self.n
         for opt, lr in ((self.actor_opt, sc.actor_lr), (self.critic_opt, sc.critic_lr)):
             for g in opt.param_groups:
@@ -274,7 +284,7 @@ class SHAC:
                 )
 
         # 3. critic on TD(lambda) targets
-        critic_loss = self._update_critic(rec["cin"], rec["r"], rec["done"], rec["next_v"]) if ok else math.nan
+        critic_loss = self._update_critic(**rec) if ok else math.nan  # rec: rollout_loss's per-step records
         # 4. discriminator
         discriminator_log = self.reward.update()
         self.iter += 1
@@ -307,8 +317,9 @@ class SHAC:
         )
 
     def td_lambda_targets(self, r: torch.Tensor, done: torch.Tensor, next_v: torch.Tensor) -> torch.Tensor:
-        """TD(lambda) returns [h, N]: G_t = r_t + gamma ((1 - lam) V_{t+1} + lam G_{t+1}), where an episode
-        end at t uses V_{t+1} (0 if terminated) for G_{t+1}, and G_h = V(s_h)."""
+        """TD(lambda) returns [h, N] from rewards r [h, N], episode ends done [h, N] (bool) and target-critic
+        values next_v [h, N] of the states after each step: G_t = r_t + gamma ((1 - lam) V_{t+1} + lam G_{t+1}),
+        where an episode end at t uses V_{t+1} (0 if terminated) for G_{t+1}, and G_h = V(s_h)."""
         sc = self.shac
         g = next_v[-1]
         out = torch.empty_like(r)
@@ -318,18 +329,20 @@ class SHAC:
             out[t] = g
         return out
 
-    def _update_critic(self, cin, r, done, next_v) -> float:
+    def _update_critic(self, critic_in: list, reward: list, done: list, next_value: list) -> float:
+        """Step 3: fit the critic to TD(lambda) targets (lists of h per-step tensors [N, D] / [N]), then move the
+        target critic towards it; returns the mean minibatch loss."""
         sc = self.shac
-        x = torch.stack(cin).reshape(-1, cin[0].shape[-1])
-        y = self.td_lambda_targets(torch.stack(r), torch.stack(done), torch.stack(next_v)).reshape(-1)
+        x = torch.stack(critic_in).reshape(-1, critic_in[0].shape[-1])
+        y = self.td_lambda_targets(torch.stack(reward), torch.stack(done), torch.stack(next_value)).reshape(-1)
         keep = torch.isfinite(y) & torch.isfinite(x).all(-1)
         x, y = x[keep], y[keep]
         total, count = 0.0, 0
-        mb = max(1, x.shape[0] // sc.critic_minibatches)
+        batch = max(1, x.shape[0] // sc.critic_minibatches)
         for _ in range(sc.critic_iters):
             perm = torch.randperm(x.shape[0], generator=self.noise_gen).to(self.device)
             for i in range(sc.critic_minibatches):
-                idx = perm[i * mb : (i + 1) * mb]
+                idx = perm[i * batch : (i + 1) * batch]
                 if idx.numel() == 0:
                     continue
                 loss = ((self.critic(x[idx]).squeeze(-1) - y[idx]) ** 2).mean()
@@ -340,7 +353,7 @@ class SHAC:
                 self.critic_opt.step()
                 total += float(loss.detach())
                 count += 1
-        with torch.no_grad():
+        with torch.no_grad():  # target = tau target + (1 - tau) critic
             for tp, p in zip(self.target_critic.parameters(), self.critic.parameters()):
                 tp.mul_(sc.target_tau).add_((1 - sc.target_tau) * p)
         return total / count if count else math.nan
@@ -391,4 +404,5 @@ def _finite_rows(x: torch.Tensor) -> torch.Tensor:
 
 
 def _zero_nonfinite(grad: torch.Tensor) -> torch.Tensor:
+    """Gradient hook: NaN/inf entries (a diverged world's) become 0."""
     return torch.nan_to_num(grad, nan=0.0, posinf=0.0, neginf=0.0)

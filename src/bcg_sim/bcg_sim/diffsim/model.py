@@ -8,10 +8,11 @@ the MJCF (no meshes, no sites, no self-collision); we then
 - zero Newton's built-in joint drive (kp = kd = 0): PD with effort limits is our own kernel, so gains (the
   motors' policy gains, or `bcg_sim.g1.stand_gains()` with actuation.gains = "stand") and effort limits come
   from the joint table and the torque is clamped the way the real motor is;
-- build the contact sphere table: the four sole spheres of each foot (`g1.foot_sphere_positions()`,
-  `g1.FOOT_SPHERE_RADIUS`) and one sphere per body listed in `contact.body_spheres`, at that body's COM, so a
-  falling robot lands on its pelvis, torso, knees or hands. Newton's own collision shapes and pipeline are
-  not used: contact is an analytic sphere-vs-plane(z = 0) law, evaluated on every substep inside the tape.
+- build the contact sphere table (`contact_spheres`, shared with the native backend): the four sole spheres
+  of each foot (`g1.foot_sphere_positions()`, `g1.FOOT_SPHERE_RADIUS`) and one sphere per body listed in
+  `contact.body_spheres`, at that body's COM, so a falling robot lands on its pelvis, torso, knees or hands.
+  Newton's own collision shapes and pipeline are not used: contact is an analytic sphere-vs-plane(z = 0) law,
+  evaluated on every substep inside the tape.
 
 Conventions: Newton stores the free joint as (p_w, q_wb in x y z w) and its velocity as (v of the pelvis COM
 in world, omega in world); `bcg_sim.diffsim.state` converts to bcg's (w x y z, pelvis-origin velocity).
@@ -69,18 +70,43 @@ def pd_gains(cfg: SimConfig) -> tuple[list[float], list[float]]:
     return [cfg.actuation.kp_scale * k for k in kp], [cfg.actuation.kd_scale * k for k in kd]
 
 
-def body_sphere_indices(cfg: SimConfig, body_names: list[str], foot_body) -> list[tuple[int, float]]:
-    """(body index, radius) of each `contact.body_spheres` entry, checked (both backends build their sphere
-    tables from it: the feet's sole spheres first, then these, each at its body's COM)."""
-    out = []
+@dataclass(frozen=True)
+class ContactSpheres:
+    """The contact sphere table both backends simulate, by contact body (CSR): the two feet first (their four
+    sole spheres each), then each `contact.body_spheres` entry in config order (one sphere at its body's COM)."""
+
+    body: list[int]  # [C] local body index of each contact body; body[:2] are the (left, right) feet
+    start: list[int]  # [C + 1] offsets of each contact body's spheres into pos_b / radius; start[:3]: the feet's
+    pos_b: np.ndarray  # [S, 3] float64 sphere centres in their body's frame [m]
+    radius: np.ndarray  # [S] float64 [m]
+
+    def sphere_body(self) -> np.ndarray:
+        """[S] local body index of each sphere."""
+        return np.repeat(self.body, np.diff(self.start))
+
+
+def contact_spheres(cfg: SimConfig, body_names: list[str], body_com: np.ndarray) -> ContactSpheres:
+    """The one sphere table of both backends, checked against `body_names` (the backend's body order, ==
+    `g1.body_names()`); `body_com` [bodies, 3] is each body's COM in its frame [m] as that backend parsed it."""
+    foot_body = [body_names.index(f) for f in g1.FOOT_BODIES]
+    foot_pos = g1.foot_sphere_positions()  # [4, 3] same for both feet, ankle-roll frame
+    body, start, pos, rad = [], [0], [], []
+    for fb in foot_body:
+        body.append(fb)
+        pos.extend(foot_pos)
+        rad.extend([g1.FOOT_SPHERE_RADIUS] * len(foot_pos))
+        start.append(len(pos))
     for name, radius in cfg.contact.body_spheres.items():
         if name not in body_names:
             raise ConfigError(f"sim config: contact.body_spheres: unknown body {name!r}; bodies: {body_names}")
         bi = body_names.index(name)
         if bi in foot_body:
             raise ConfigError(f"sim config: contact.body_spheres: {name!r} is a foot (its sole spheres are used)")
-        out.append((bi, radius))
-    return out
+        body.append(bi)
+        pos.append(np.asarray(body_com[bi], dtype=float))
+        rad.append(radius)
+        start.append(len(pos))
+    return ContactSpheres(body, start, np.array(pos, dtype=float), np.array(rad, dtype=float))
 
 
 @dataclass
@@ -128,21 +154,9 @@ def build_model(cfg: SimConfig, num_worlds: int, *, requires_grad: bool = True) 
     with wp.ScopedDevice(cfg.device):
         model = builder.finalize(device=cfg.device, requires_grad=requires_grad)
 
-    # --- contact spheres: feet first (CSR entries 0, 1), then body spheres ---
     foot_body = tuple(body_names.index(f) for f in g1.FOOT_BODIES)
-    foot_pos = g1.foot_sphere_positions()  # [4, 3] same for both feet, ankle-roll frame
-    bodies, starts, pos, rad = [], [0], [], []
-    for fb in foot_body:
-        bodies.append(fb)
-        pos.extend(foot_pos.tolist())
-        rad.extend([g1.FOOT_SPHERE_RADIUS] * len(foot_pos))
-        starts.append(len(pos))
-    for bi, radius in body_sphere_indices(cfg, body_names, foot_body):
-        bodies.append(bi)
-        pos.append(list(one.body_com[bi]))
-        rad.append(radius)
-        starts.append(len(pos))
-    counts = np.diff(starts)
+    spheres = contact_spheres(cfg, body_names, np.array([list(c) for c in one.body_com]))
+    counts = np.diff(spheres.start)
     if counts.max() > kernels.MAX_SPHERES_PER_BODY:
         raise ConfigError(f"a contact body has {counts.max()} spheres; kernels handle {kernels.MAX_SPHERES_PER_BODY}")
 
@@ -169,10 +183,10 @@ def build_model(cfg: SimConfig, num_worlds: int, *, requires_grad: bool = True) 
         kp=arr(kp_table, float),
         kd=arr(kd_table, float),
         effort_limit=arr([m.effort_limit for m in motors], float),
-        contact_body=arr(bodies, int),
-        sphere_start=arr(starts, int),
-        sphere_pos_b=arr(np.array(pos, dtype=np.float32), wp.vec3),
-        sphere_radius=arr(rad, float),
+        contact_body=arr(spheres.body, int),
+        sphere_start=arr(spheres.start, int),
+        sphere_pos_b=arr(spheres.pos_b.astype(np.float32), wp.vec3),
+        sphere_radius=arr(spheres.radius, float),
         foot_body_arr=arr(list(foot_body), int),
-        foot_sphere_start=arr(starts[:3], int),
+        foot_sphere_start=arr(spheres.start[:3], int),
     )

@@ -39,7 +39,7 @@ from bcg_sim import g1, quat
 from bcg_sim.config import ConfigError
 from bcg_sim.diffsim.bridge import StepOutput
 from bcg_sim.diffsim.config import SimConfig
-from bcg_sim.diffsim.model import COORDS_PER_WORLD, DOFS_PER_WORLD, NUM_JOINTS, body_sphere_indices, pd_gains
+from bcg_sim.diffsim.model import COORDS_PER_WORLD, DOFS_PER_WORLD, NUM_JOINTS, contact_spheres, pd_gains
 from bcg_sim.diffsim.world_params import MASS_BODIES, WorldParams
 
 _SOURCE = Path(__file__).with_name("csrc") / "g1_dynamics.cpp"
@@ -193,13 +193,7 @@ def build_native_model(cfg: SimConfig) -> NativeModel:
         arm[6 + j] = max(g1.MOTORS[joint.motor].armature, cfg.actuation.min_armature)
 
     foot_body = tuple(body_names.index(f) for f in g1.FOOT_BODIES)
-    sj, sp, sr, starts = [], [], [], [0]
-    for fb in foot_body:  # sole spheres first, as in model.py
-        for p in g1.foot_sphere_positions():
-            sj.append(body_joint[fb]); sp.append(p); sr.append(g1.FOOT_SPHERE_RADIUS)
-        starts.append(len(sj))
-    for bi, radius in body_sphere_indices(cfg, body_names, foot_body):
-        sj.append(body_joint[bi]); sp.append(body_com[bi]); sr.append(radius)
+    spheres = contact_spheres(cfg, body_names, body_com)  # the Newton backend's table, per sphere here
 
     kp, kd = (np.array(g, dtype=np.float64) for g in pd_gains(cfg))
     kd_law = kd.copy()
@@ -225,8 +219,8 @@ def build_native_model(cfg: SimConfig) -> NativeModel:
         kp=kp, kd=kd, kd_law=kd_law, effort_limit=np.array([m.effort_limit for m in motors]),
         joint_lower=lower, joint_upper=upper,
         parent=parent, axis=axis, placement=placement, inertia=inertia, armature=arm, body_joint=body_joint,
-        body_com=body_com, sph_joint=np.array(sj, dtype=np.int32), sph_pos=np.array(sp, dtype=float),
-        sph_rad=np.array(sr, dtype=float), foot_start=np.array(starts[:3], dtype=np.int32),
+        body_com=body_com, sph_joint=body_joint[spheres.sphere_body()], sph_pos=spheres.pos_b,
+        sph_rad=spheres.radius, foot_start=np.array(spheres.start[:3], dtype=np.int32),
         mass_joint=np.array([body_joint[body_names.index(b)] for b in MASS_BODIES], dtype=np.int32))
 
 
