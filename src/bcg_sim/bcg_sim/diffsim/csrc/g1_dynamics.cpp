@@ -20,10 +20,10 @@
 #include "pinocchio/algorithm/jacobian.hpp"
 #include "pinocchio/algorithm/joint-configuration.hpp"
 #include "pinocchio/algorithm/kinematics.hpp"
-#include "pinocchio/algorithm/kinematics-derivatives.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -62,14 +62,23 @@ struct Chain {
   std::vector<int> dof;
   std::vector<int> depth;
   std::vector<int> parent_joint;  // joint whose world twist precedes this DoF (0 = none: free joint)
+  std::vector<int> joint;         // joint of this DoF
 };
 
 struct Sim {
   Model model;
   Params p;
   std::vector<Chain> chain;  // per joint
+  std::vector<std::vector<int>> anc;  // per joint: its support joints, itself first, down to the free joint (1)
+  std::vector<Vector3d> axis;         // per hinge joint: its axis in the joint frame
   int nq = 0, nv = 0, nj = 0;
 };
+
+using JDFreeFlyer = JointDataFreeFlyerTpl<double, 0>;
+using JDHinge = JointDataRevoluteUnalignedTpl<double, 0>;
+constexpr int kMaxActive = 64;  // contact spheres the implicit normal solve handles (the G1 has 16)
+using SmallMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, 0, kMaxActive, kMaxActive>;
+using SmallVec = Eigen::Matrix<double, Eigen::Dynamic, 1, 0, kMaxActive, 1>;
 
 struct Work {  // per thread
   Model model;  // its own copy: the stable PD puts per-world gains on the armature
@@ -83,13 +92,34 @@ struct Work {  // per thread
   std::vector<int> touched;  // joints whose inertia carries implicit-contact masses this substep
   // implicit_spring: the spheres whose normal carries the implicit term, its rows and multipliers
   std::vector<int> act;
-  MatrixXd Jn, Y, G, Pdq, Pdv, Pda, Vdq;
-  VectorXd lamn, gam, ecoef, a0;
+  MatrixXd Jn, Y;  // [max spheres, nv], [nv, max spheres]: the first n_c rows / columns are used
+  VectorXd lamn, a0;
+  SmallMat G;
+  SmallVec rhs, sol;
+  // implicit_normal's re-solves with the last aba()'s factorisation (resolve())
+  const JDFreeFlyer* jff = nullptr;
+  std::vector<const JDHinge*> jh;  // [njoints] (nullptr: not a hinge)
+  std::vector<Force> rf;
+  std::vector<Motion> ra, Aw;
+  VectorXd ru, rx;
+  std::vector<int> mark, bodies, fwd, bwd, all;
+  int stamp = 0;
   explicit Work(const Sim& s)
       : model(s.model), p(s.p), base(s.model.inertias.begin(), s.model.inertias.end()), dk(s.model), dd(s.model),
         fext(s.model.njoints, Force::Zero()) {
-    lamn.setZero(s.p.sph_joint.size());
-    Pdq.setZero(3, s.nv); Pdv.setZero(3, s.nv); Pda.setZero(3, s.nv); Vdq.setZero(3, s.nv);
+    int ns = (int)s.p.sph_joint.size();
+    lamn.setZero(ns);
+    Jn.setZero(ns, s.nv);
+    Y.setZero(s.nv, ns);
+    jff = &boost::get<JDFreeFlyer>(dd.joints[1].toVariant());
+    jh.assign(s.model.njoints, nullptr);
+    for (int i = 2; i < s.model.njoints; ++i) jh[i] = &boost::get<JDHinge>(dd.joints[i].toVariant());
+    rf.assign(s.model.njoints, Force::Zero());
+    ra.assign(s.model.njoints, Motion::Zero());
+    Aw.assign(s.model.njoints, Motion::Zero());
+    ru.setZero(s.nv); rx.setZero(s.nv);
+    mark.assign(s.model.njoints, 0);
+    for (int i = 1; i < s.model.njoints; ++i) all.push_back(i);
     int nv = s.nv, nj = s.nv - 6;
     tau.setZero(nv); aug.setZero(nv); dtau_q.setZero(nj); dtau_v.setZero(nj); dtau_t.setZero(nj);
     a.setZero(nv); vnext.setZero(nv); qnext.setZero(s.nq); u.setZero(nv); gu.setZero(nv); ga.setZero(nv);
@@ -295,11 +325,11 @@ void contact_fext(const Sim& s, Work& w, FootStats& st, bool apply_implicit = tr
   }
 }
 
-// w.Jn [nc, nv]: the world-z rows of the Jacobians of the centres of the spheres in w.act (joint Jacobians in
-// w.dk computed for the current q).
+// w.Jn [nc, nv] (its first nc rows): the world-z rows of the Jacobians of the centres of the spheres in w.act
+// (joint Jacobians in w.dk computed for the current q).
 void normal_rows(const Sim& s, Work& w, int nc) {
   const Params& p = w.p;
-  w.Jn.setZero(nc, s.nv);
+  w.Jn.topRows(nc).setZero();
   for (int i = 0; i < nc; ++i) {
     int k = w.act[i], b = p.sph_joint[k];
     const SE3& M = w.dk.oMi[b];
@@ -312,40 +342,140 @@ void normal_rows(const Sim& s, Work& w, int nc) {
   }
 }
 
+// Solve of a small SPD system A x = b in place (Cholesky, no allocation): A [n, n] (lower triangle read and
+// overwritten), b -> x.
+void spd_solve(SmallMat& A, SmallVec& b, int n) {
+  for (int j = 0; j < n; ++j) {
+    double d = A(j, j);
+    for (int k = 0; k < j; ++k) d -= A(j, k) * A(j, k);
+    d = std::sqrt(d);
+    A(j, j) = d;
+    for (int i = j + 1; i < n; ++i) {
+      double t = A(i, j);
+      for (int k = 0; k < j; ++k) t -= A(i, k) * A(j, k);
+      A(i, j) = t / d;
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    double t = b[i];
+    for (int k = 0; k < i; ++k) t -= A(i, k) * b[k];
+    b[i] = t / A(i, i);
+  }
+  for (int i = n - 1; i >= 0; --i) {
+    double t = b[i];
+    for (int k = i + 1; k < n; ++k) t -= A(k, i) * b[k];
+    b[i] = t / A(i, i);
+  }
+}
+
+// x = M'^-1 J^T F for local spatial forces F on a few bodies, with the factorisation of M' that the last aba()
+// (LOCAL convention) left in w.dd: per joint U = I^A S, D^-1 = (S^T I^A S + armature)^-1 and U D^-1 of its
+// articulated inertia I^A. That is the ABA's second and third pass again with zero velocity and gravity (the
+// ABA is affine in the forces, and M'^-1 J^T F is its linear part): O(joints touched), no mass matrix.
+// In: w.rf[j] the force on body j for j in bwd (the force bodies' support joints, descending; zero on those
+// without a force). Out: w.ra (local spatial accelerations) and w.rx (ddq) on the joints of fwd (ascending,
+// closed under parents). w.rf is consumed.
+void resolve(const Sim& s, Work& w, const std::vector<int>& bwd, const std::vector<int>& fwd) {
+  ++w.stamp;
+  for (int i : bwd) {  // u_i = S_i^T f_i; the parent receives liMi (f_i - U_i D_i^-1 u_i)
+    const Force& f = w.rf[i];
+    w.mark[i] = w.stamp;
+    if (i == 1) {  // free joint: S = identity
+      w.ru.head<6>() = f.toVector();
+      continue;
+    }
+    int iv = (int)s.model.idx_vs[i];
+    double u = s.axis[i].dot(f.angular());
+    w.ru[iv] = u;
+    Force fp(f.toVector() - w.jh[i]->UDinv * u);
+    w.rf[s.model.parents[i]] += w.dd.liMi[i].act(fp);
+  }
+  for (int i : fwd) {  // a_i = liMi^-1 a_parent; ddq_i = D_i^-1 u_i - (U_i D_i^-1)^T a_i; a_i += S_i ddq_i
+    if (i == 1) {
+      Eigen::Matrix<double, 6, 1> x = Eigen::Matrix<double, 6, 1>::Zero();
+      if (w.mark[1] == w.stamp) x.noalias() = w.jff->Dinv * w.ru.head<6>();
+      w.rx.head<6>() = x;
+      w.ra[1] = Motion(x);
+      continue;
+    }
+    int iv = (int)s.model.idx_vs[i];
+    Motion ai = w.dd.liMi[i].actInv(w.ra[s.model.parents[i]]);
+    double x = -w.jh[i]->UDinv.dot(ai.toVector());
+    if (w.mark[i] == w.stamp) x += w.jh[i]->Dinv[0] * w.ru[iv];
+    w.rx[iv] = x;
+    ai.angular() += s.axis[i] * x;
+    w.ra[i] = ai;
+  }
+}
+
 // The normal excess e = normal_excess() of each sphere in w.act, implicit: lam_i = -e (n . a_i) with a_i the
 // classical acceleration of the sphere centre x_i, a_i = Jn_i a + gam_i, and a = a0 + M'^-1 Jn^T lam (M': the
 // mass matrix with the armature and the isotropic masses): (diag(1/e) + Jn M'^-1 Jn^T) lam = -(Jn a0 + gam).
-// In: a (= a0, the ABA's acceleration without lam); out: a with lam, w.lamn[k] = lam of sphere k, w.Jn.
-// Needs the model's inertias/armature of the substep; recomputes kinematics (q, v, 0) in w.dk.
-void implicit_normal(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, VectorXd& a) {
+// In: a (= a0, the ABA's acceleration without lam; w.dd as aba() left it, w.dk.oMi of q); out: a with lam,
+// w.lamn[k] = lam of sphere k. No mass matrix: Jn a0 + gam is the normal classical acceleration of the sphere
+// centres in the ABA's own accelerations; column j of Jn M'^-1 Jn^T is the normal acceleration of every sphere
+// centre under a unit normal force at sphere j (resolve(), on the contact bodies' support joints only); a
+// last resolve() adds M'^-1 Jn^T lam to a.
+void implicit_normal(const Sim& s, Work& w, VectorXd& a) {
   const Params& p = w.p;
   w.lamn.setZero();
-  int nc = (int)w.act.size(), nv = s.nv;
+  int nc = (int)w.act.size();
   if (nc == 0) return;
-  computeMinverse(w.model, w.dd, q);
-  w.Minv = w.dd.Minv;
-  w.Minv.triangularView<Eigen::StrictlyLower>() = w.Minv.transpose();
-  forwardKinematics(w.model, w.dk, q, v, VectorXd::Zero(nv));
-  computeJointJacobians(w.model, w.dk, q);
-  normal_rows(s, w, nc);
-  w.gam.setZero(nc);
+  if (nc > kMaxActive) throw std::runtime_error("g1dyn: more spheres in contact than kMaxActive");
   double e = normal_excess(p);
+  const double gz = s.model.gravity.linear().z();
+  // the contact bodies and the union of their support joints (ascending: closed under parents)
+  w.bodies.clear();
+  for (int k : w.act)
+    if (std::find(w.bodies.begin(), w.bodies.end(), p.sph_joint[k]) == w.bodies.end())
+      w.bodies.push_back(p.sph_joint[k]);
+  ++w.stamp;
+  w.fwd.clear();
+  for (int b : w.bodies)
+    for (int j : s.anc[b])
+      if (w.mark[j] != w.stamp) {
+        w.mark[j] = w.stamp;
+        w.fwd.push_back(j);
+      }
+  std::sort(w.fwd.begin(), w.fwd.end());
+  w.bwd.assign(w.fwd.rbegin(), w.fwd.rend());
+  // local normal n_i = R^T z and the unit normal force at the centre r_i as a local wrench (n_i, r_i x n_i)
+  Vector3d nl[kMaxActive], tl[kMaxActive];
+  w.G.resize(nc, nc);
+  w.rhs.resize(nc);
   for (int i = 0; i < nc; ++i) {
     int k = w.act[i], b = p.sph_joint[k];
-    const SE3& M = w.dk.oMi[b];
-    const Motion& vl = w.dk.v[b];
-    const Motion& al = w.dk.a[b];
     const Vector3d& r = p.sph_pos[k];
+    nl[i] = w.dk.oMi[b].rotation().transpose().col(2);
+    tl[i] = r.cross(nl[i]);
+    // classical acceleration of the centre under a0: aba's a_gf is the spatial acceleration less gravity
+    const Motion& vl = w.dd.v[b];
+    const Motion& al = w.dd.a_gf[b];
     Vector3d acc = al.linear() + al.angular().cross(r) + vl.angular().cross(vl.linear() + vl.angular().cross(r));
-    w.gam[i] = (M.rotation() * acc).z();
+    w.rhs[i] = -(nl[i].dot(acc) + gz);
   }
-  w.Y.noalias() = w.Minv * w.Jn.transpose();
-  w.G.noalias() = w.Jn * w.Y;
-  w.G.diagonal().array() += 1.0 / e;
-  VectorXd rhs = w.Jn * a + w.gam;
-  VectorXd lam = -w.G.ldlt().solve(rhs);
-  a.noalias() += w.Y * lam;
-  for (int i = 0; i < nc; ++i) w.lamn[w.act[i]] = lam[i];
+  for (int j = 0; j < nc; ++j) {
+    int bj = p.sph_joint[w.act[j]];
+    for (int i : s.anc[bj]) w.rf[i].setZero();
+    w.rf[bj].linear() = nl[j];
+    w.rf[bj].angular() = tl[j];
+    resolve(s, w, s.anc[bj], w.fwd);
+    for (int i = j; i < nc; ++i) {  // lower triangle (symmetric)
+      const Motion& A = w.ra[p.sph_joint[w.act[i]]];
+      w.G(i, j) = nl[i].dot(A.linear()) + tl[i].dot(A.angular());
+    }
+    w.G(j, j) += 1.0 / e;
+  }
+  spd_solve(w.G, w.rhs, nc);  // rhs -> lam
+  for (int i : w.bwd) w.rf[i].setZero();
+  for (int j = 0; j < nc; ++j) {
+    int bj = p.sph_joint[w.act[j]];
+    w.rf[bj].linear() += w.rhs[j] * nl[j];
+    w.rf[bj].angular() += w.rhs[j] * tl[j];
+  }
+  resolve(s, w, w.bwd, w.all);
+  a += w.rx;
+  for (int i = 0; i < nc; ++i) w.lamn[w.act[i]] = w.rhs[i];
 }
 
 // One substep forward: (q, v) -> (qn, vn). Foot stats of the state (q, v).
@@ -357,7 +487,7 @@ void substep_forward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v
   w.model.armature = w.p.armature + w.aug;
   aba(w.model, w.dd, q, v, w.tau, w.fext);
   w.a0 = w.dd.ddq;
-  implicit_normal(s, w, q, v, w.a0);
+  implicit_normal(s, w, w.a0);
   vn = v + w.p.dt * w.a0;
   integrate(w.model, q, w.p.dt * vn, qn);
 }
@@ -429,6 +559,60 @@ void kinematics(Work& w, const VectorXd& q, const VectorXd& v) {
   for (int i = 1; i < w.model.njoints; ++i) w.Vw[i] = w.dk.oMi[i].act(w.dk.v[i]);
 }
 
+// lam's own dependence on (q, v) at fixed a: adds the gradient of phi = sum_i c_i z . xdd_i (c_i = -e lbar_i,
+// w.rhs) to gq, gv, xdd_i the classical acceleration of sphere centre x_i. In world spatial quantities of its body
+// (twist V = (v, w), acceleration A = (a, al), both at the world origin), xdd(x) = a + al x x + w x v + w x (w x x)
+// is affine in x, so a body's spheres sum to phi_b = C z.(a + w x v) + z.(al x P + w x (w x P)) with C = sum c_i,
+// P = sum c_i x_i. Along the body's support chain, a DoF k (world axis S_k, its joint's twist V_k, its parent
+// body's V_p, A_p; zero for the free joint) moves the chain after it rigidly:
+//   dV/dq_k = S_k x (V - V_p),  dA/dq_k = S_k x (A - A_p) - (S_k x V_p) x (V - V_p),  dx/dq_k = S_k at x,
+//   dV/dv_k = S_k,              dA/dv_k = V_k x S_k + S_k x (V - V_p)
+// (A is sum_j S_j a_j + (V_j x S_j) v_j over the chain; the Jacobi identity folds the sum). Needs w.dk.J, w.Vw,
+// w.Aw of (q, v, a). One pass over each contact body's chain (12 DoFs for a foot).
+void lam_dependence(const Sim& s, Work& w, int nc, double e, VectorXd& gq, VectorXd& gv) {
+  const Params& p = w.p;
+  const Vector3d z = Vector3d::UnitZ();
+  w.bodies.clear();
+  for (int i = 0; i < nc; ++i)
+    if (std::find(w.bodies.begin(), w.bodies.end(), p.sph_joint[w.act[i]]) == w.bodies.end())
+      w.bodies.push_back(p.sph_joint[w.act[i]]);
+  for (int b : w.bodies) {
+    double C = 0.0;
+    Vector3d P = Vector3d::Zero();
+    const SE3& M = w.dk.oMi[b];
+    for (int i = 0; i < nc; ++i) {
+      int k = w.act[i];
+      if (p.sph_joint[k] != b) continue;
+      double c = -e * w.rhs[i];
+      C += c;
+      P += c * (M.translation() + M.rotation() * p.sph_pos[k]);
+    }
+    const Motion& V = w.Vw[b];
+    const Motion& A = w.Aw[b];
+    const Vector3d om = V.angular(), vo = V.linear(), al = A.angular();
+    const Vector3d wP = om.cross(P);
+    const Chain& ch = s.chain[b];
+    for (size_t kk = 0; kk < ch.dof.size(); ++kk) {
+      int dof = ch.dof[kk], pj = ch.parent_joint[kk];
+      Motion Sk(w.dk.J.col(dof));
+      Motion Vrel = pj == 0 ? V : Motion(V - w.Vw[pj]);
+      // q
+      Motion dV = cross(Sk, Vrel);
+      Motion dA = pj == 0 ? cross(Sk, A) : Motion(cross(Sk, Motion(A - w.Aw[pj])) - cross(cross(Sk, w.Vw[pj]), Vrel));
+      Vector3d dP = C * Sk.linear() + Sk.angular().cross(P);
+      Vector3d dw = dV.angular();
+      gq[dof] += C * z.dot(dA.linear() + dw.cross(vo) + om.cross(dV.linear())) +
+                 z.dot(dA.angular().cross(P) + al.cross(dP) + dw.cross(wP) + om.cross(dw.cross(P)) +
+                       om.cross(om.cross(dP)));
+      // v
+      Motion dAv = cross(w.Vw[ch.joint[kk]], Sk) + cross(Sk, Vrel);
+      dw = Sk.angular();
+      gv[dof] += C * z.dot(dAv.linear() + dw.cross(vo) + om.cross(Sk.linear())) +
+                 z.dot(dAv.angular().cross(P) + dw.cross(wP) + om.cross(dw.cross(P)));
+    }
+  }
+}
+
 // One substep backward. In: gq (tangent at qn), gv (at vn). Out (overwritten): gq (tangent at q),
 // gv (at v); g_target accumulated.
 void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const VectorXd& vn,
@@ -450,7 +634,7 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
   if (e > 0.0) {  // the normal multipliers of this state: lam = -e (n . a_i) at the substep's a = (vn - v) / dt
     FootStats st;
     w.a0 = (vn - v) / p.dt;
-    forwardKinematics(w.model, w.dk, q, v, w.a0);
+    forwardKinematics(w.model, w.dk, q, v, w.a0);  // also the kinematics() below (oMi, v) and the world accelerations
     contact_fext(s, w, st, false);  // the active set
     for (int k : w.act) {
       int b = p.sph_joint[k];
@@ -460,8 +644,14 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
       Vector3d acc = al.linear() + al.angular().cross(r) + vl.angular().cross(vl.linear() + vl.angular().cross(r));
       w.lamn[k] = -e * (w.dk.oMi[b].rotation() * acc).z();
     }
+    computeJointJacobians(w.model, w.dk);
+    for (int i = 1; i < w.model.njoints; ++i) {
+      w.Vw[i] = w.dk.oMi[i].act(w.dk.v[i]);
+      w.Aw[i] = w.dk.oMi[i].act(w.dk.a[i]);
+    }
+  } else {
+    kinematics(w, q, v);
   }
-  kinematics(w, q, v);
   pd(s, w, q, v, target);
   contact_tau_jac(s, w, w.tau);  // adds the contact force (and the normal multipliers) to w.tau
   w.model.armature = p.armature + w.aug;
@@ -469,14 +659,20 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
   w.Minv = w.dd.Minv;
   w.Minv.triangularView<Eigen::StrictlyLower>() = w.Minv.transpose();
   int nc = (int)w.act.size();
-  VectorXd lbar;
   if (nc > 0) {  // rows of the normals at the sphere centres (world Jacobian of kinematics())
-    normal_rows(s, w, nc);  // lam = -e (Jn a + gam): (I + e Jn M^-1 Jn^T) lbar = Jn M^-1 ga, ga <- ga - e Jn^T lbar
-    w.tmp.noalias() = w.Minv * w.ga;
-    MatrixXd A = e * (w.Jn * w.Minv * w.Jn.transpose());
-    A.diagonal().array() += 1.0;
-    lbar = A.partialPivLu().solve(w.Jn * w.tmp);
-    w.ga.noalias() -= e * (w.Jn.transpose() * lbar);
+    // lam = -e (Jn a + gam): (I + e Jn M^-1 Jn^T) lbar = Jn M^-1 ga, ga <- ga - e Jn^T lbar
+    if (nc > kMaxActive) throw std::runtime_error("g1dyn: more spheres in contact than kMaxActive");
+    normal_rows(s, w, nc);
+    auto Jn = w.Jn.topRows(nc);
+    auto Y = w.Y.leftCols(nc);
+    Y.noalias() = w.Minv * Jn.transpose();
+    w.G.resize(nc, nc);
+    w.G.noalias() = e * (Jn * Y);
+    w.G.diagonal().array() += 1.0;
+    w.rhs.resize(nc);
+    w.rhs.noalias() = Y.transpose() * w.ga;  // Jn M^-1 ga
+    spd_solve(w.G, w.rhs, nc);  // rhs -> lbar
+    w.ga.noalias() -= e * (Jn.transpose() * w.rhs);
   }
   w.lam.noalias() = w.Minv * w.ga;
   gq.noalias() += w.dd.ddq_dq.transpose() * w.ga;
@@ -488,34 +684,7 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
     gv[6 + j] += w.dtau_v[j] * w.lam[6 + j];
     g_target[j] += w.dtau_t[j] * w.lam[6 + j];
   }
-  if (nc > 0) {  // lam's own dependence on (q, v) through the normal acceleration at the final a
-    computeForwardKinematicsDerivatives(w.model, w.dk, q, v, w.dd.ddq);
-    // The point's classic acceleration is affine in its position r on the joint: sum_i c_i acc(r_i) =
-    // (C - 1) acc(0) + acc(sum_i c_i r_i) with C = sum_i c_i, so two derivative calls per joint.
-    std::vector<int> done;
-    for (int i = 0; i < nc; ++i) {
-      int b = p.sph_joint[w.act[i]];
-      if (std::find(done.begin(), done.end(), b) != done.end()) continue;
-      done.push_back(b);
-      double C = 0.0;
-      Vector3d rs = Vector3d::Zero();
-      for (int j = i; j < nc; ++j) {
-        if (p.sph_joint[w.act[j]] != b) continue;
-        double c = -e * lbar[j];
-        C += c;
-        rs += c * p.sph_pos[w.act[j]];
-      }
-      const Vector3d pts[2] = {Vector3d::Zero(), rs};
-      const double wts[2] = {C - 1.0, 1.0};
-      for (int t = 0; t < 2; ++t) {
-        w.Vdq.setZero(); w.Pdq.setZero(); w.Pdv.setZero(); w.Pda.setZero();
-        getPointClassicAccelerationDerivatives(w.model, w.dk, (JointIndex)b, SE3(Matrix3d::Identity(), pts[t]),
-                                               LOCAL_WORLD_ALIGNED, w.Vdq, w.Pdq, w.Pdv, w.Pda);
-        gq.noalias() += wts[t] * w.Pdq.row(2).transpose();
-        gv.noalias() += wts[t] * w.Pdv.row(2).transpose();
-      }
-    }
-  }
+  if (nc > 0) lam_dependence(s, w, nc, e, gq, gv);
 }
 
 // Body poses (p_w, quat x y z w) [B, 7] and twists (v of the COM, omega; world) [B, 6]. Needs kinematics().
@@ -661,8 +830,15 @@ void* g1dyn_create(int njoints, const int* parent, const double* axis, const dou
         c.dof.push_back(idx + k);
         c.depth.push_back((int)d);
         c.parent_joint.push_back(d == 0 ? 0 : joints[d - 1]);
+        c.joint.push_back(j);
       }
     }
+  }
+  s->anc.resize(m.njoints);
+  s->axis.assign(m.njoints, Vector3d::Zero());
+  for (int b = 1; b < m.njoints; ++b) {
+    for (int j = b; j > 0; j = (int)m.parents[j]) s->anc[b].push_back(j);
+    if (b > 1) s->axis[b] = boost::get<JointModelRevoluteUnalignedTpl<double, 0>>(m.joints[b].toVariant()).axis;
   }
   return s;
 }
