@@ -492,10 +492,32 @@ void substep_forward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v
   integrate(w.model, q, w.p.dt * vn, qn);
 }
 
+// World spatial accelerations w.Aw of b's support joints at the substep's a = w.a0 (those not yet computed
+// since the last ++w.stamp): A_j = A_parent + sum over j's DoFs of S a + (V_j x S) v (world S = w.dk.J's columns,
+// V_j = w.Vw[j]; kinematics() of (q, v)).
+void accel_chain(const Sim& s, Work& w, int b, const VectorXd& v) {
+  for (auto it = s.anc[b].rbegin(); it != s.anc[b].rend(); ++it) {
+    int j = *it;
+    if (w.mark[j] == w.stamp) continue;
+    w.mark[j] = w.stamp;
+    int parent = (int)s.model.parents[j];
+    Motion::Vector6 A = parent > 0 ? w.Aw[parent].toVector() : Motion::Vector6::Zero();
+    int idx = (int)s.model.idx_vs[j], nvj = (int)s.model.nvs[j];
+    for (int d = idx; d < idx + nvj; ++d) {
+      Motion S(w.dk.J.col(d));
+      A += S.toVector() * w.a0[d] + cross(w.Vw[j], S).toVector() * v[d];
+    }
+    w.Aw[j] = Motion(A);
+  }
+}
+
 // Generalised contact force and its tangent Jacobians dTc/dq, dTc/dv at (q, v). Needs w.dk.oMi, w.dk.v,
 // w.dk.J (world) and w.Vw (world twists).
-void contact_tau_jac(const Sim& s, Work& w, VectorXd& tau_c) {
+void contact_tau_jac(const Sim& s, Work& w, const VectorXd& v, VectorXd& tau_c) {
   const Params& p = w.p;
+  const double e = normal_excess(p);
+  w.lamn.setZero();
+  w.act.clear();
   restore_inertias(s, w);
   w.dTc_q.setZero();
   w.dTc_v.setZero();
@@ -515,8 +537,15 @@ void contact_tau_jac(const Sim& s, Work& w, VectorXd& tau_c) {
     size_t n = ch.dof.size();
     double m_imp = implicit_mass(p);
     if (m_imp > 0.0) add_implicit_mass(w, b, p.sph_pos[k], m_imp);
+    if (e > 0.0) {  // implicit_spring's normal multiplier of this sphere: lam = -e (z . xdd) at the substep's a
+      accel_chain(s, w, b, v);
+      const Motion& A = w.Aw[b];
+      Vector3d xd = Vb.linear() + Vb.angular().cross(x);
+      w.lamn[k] = -e * (A.linear() + A.angular().cross(x) + Vb.angular().cross(xd)).z();
+      w.act.push_back((int)k);
+    }
     // constant world force at the body-fixed centre x: the isotropic mass's weight cancelled, and the normal
-    // implicit term of implicit_spring (w.lamn, found by implicit_normal for this state)
+    // implicit term of implicit_spring (w.lamn, as implicit_normal found it for this state)
     Vector3d lift(0, 0, m_imp * p.gravity + w.lamn[k]);
     Jc.resize(n);
     Jx.resize(n);
@@ -628,51 +657,44 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
   gv += p.dt * w.gu;  // gradient at vn
   w.ga = p.dt * gv;   // vn = v + dt a
 
-  w.lamn.setZero();
-  w.act.clear();
   double e = normal_excess(p);
-  if (e > 0.0) {  // the normal multipliers of this state: lam = -e (n . a_i) at the substep's a = (vn - v) / dt
-    FootStats st;
+  kinematics(w, q, v);
+  if (e > 0.0) {  // the normal multipliers, found by contact_tau_jac at the substep's a = (vn - v) / dt
     w.a0 = (vn - v) / p.dt;
-    forwardKinematics(w.model, w.dk, q, v, w.a0);  // also the kinematics() below (oMi, v) and the world accelerations
-    contact_fext(s, w, st, false);  // the active set
-    for (int k : w.act) {
-      int b = p.sph_joint[k];
-      const Motion& vl = w.dk.v[b];
-      const Motion& al = w.dk.a[b];
-      const Vector3d& r = p.sph_pos[k];
-      Vector3d acc = al.linear() + al.angular().cross(r) + vl.angular().cross(vl.linear() + vl.angular().cross(r));
-      w.lamn[k] = -e * (w.dk.oMi[b].rotation() * acc).z();
-    }
-    computeJointJacobians(w.model, w.dk);
-    for (int i = 1; i < w.model.njoints; ++i) {
-      w.Vw[i] = w.dk.oMi[i].act(w.dk.v[i]);
-      w.Aw[i] = w.dk.oMi[i].act(w.dk.a[i]);
-    }
-  } else {
-    kinematics(w, q, v);
+    ++w.stamp;  // w.Aw: none computed yet (accel_chain)
   }
   pd(s, w, q, v, target);
-  contact_tau_jac(s, w, w.tau);  // adds the contact force (and the normal multipliers) to w.tau
+  contact_tau_jac(s, w, v, w.tau);  // adds the contact force (and the normal multipliers) to w.tau
   w.model.armature = p.armature + w.aug;
   computeABADerivatives(w.model, w.dd, q, v, w.tau);
   w.Minv = w.dd.Minv;
   w.Minv.triangularView<Eigen::StrictlyLower>() = w.Minv.transpose();
   int nc = (int)w.act.size();
   if (nc > 0) {  // rows of the normals at the sphere centres (world Jacobian of kinematics())
-    // lam = -e (Jn a + gam): (I + e Jn M^-1 Jn^T) lbar = Jn M^-1 ga, ga <- ga - e Jn^T lbar
+    // lam = -e (Jn a + gam): (I + e Jn M^-1 Jn^T) lbar = Jn M^-1 ga, ga <- ga - e Jn^T lbar. A row of Jn is
+    // non-zero on its body's support DoFs only (12 of 35 for a foot): Y = M^-1 Jn^T and Jn Y on those.
     if (nc > kMaxActive) throw std::runtime_error("g1dyn: more spheres in contact than kMaxActive");
     normal_rows(s, w, nc);
-    auto Jn = w.Jn.topRows(nc);
     auto Y = w.Y.leftCols(nc);
-    Y.noalias() = w.Minv * Jn.transpose();
     w.G.resize(nc, nc);
-    w.G.noalias() = e * (Jn * Y);
-    w.G.diagonal().array() += 1.0;
     w.rhs.resize(nc);
-    w.rhs.noalias() = Y.transpose() * w.ga;  // Jn M^-1 ga
+    for (int j = 0; j < nc; ++j) {
+      const Chain& ch = s.chain[p.sph_joint[w.act[j]]];
+      Y.col(j).setZero();
+      for (int d : ch.dof) Y.col(j) += w.Jn(j, d) * w.Minv.col(d);
+      w.rhs[j] = Y.col(j).dot(w.ga);  // Jn M^-1 ga
+    }
+    for (int i = 0; i < nc; ++i) {
+      const Chain& ch = s.chain[p.sph_joint[w.act[i]]];
+      for (int j = 0; j <= i; ++j) {
+        double g = 0.0;
+        for (int d : ch.dof) g += w.Jn(i, d) * Y(d, j);
+        w.G(i, j) = e * g + (i == j ? 1.0 : 0.0);
+      }
+    }
     spd_solve(w.G, w.rhs, nc);  // rhs -> lbar
-    w.ga.noalias() -= e * (Jn.transpose() * w.rhs);
+    for (int i = 0; i < nc; ++i)
+      for (int d : s.chain[p.sph_joint[w.act[i]]].dof) w.ga[d] -= e * w.Jn(i, d) * w.rhs[i];
   }
   w.lam.noalias() = w.Minv * w.ga;
   gq.noalias() += w.dd.ddq_dq.transpose() * w.ga;
