@@ -74,9 +74,7 @@ struct Sim {
   int nq = 0, nv = 0, nj = 0;
 };
 
-using JDFreeFlyer = JointDataFreeFlyerTpl<double, 0>;
-using JDHinge = JointDataRevoluteUnalignedTpl<double, 0>;
-constexpr int kMaxActive = 64;  // contact spheres the implicit normal solve handles (the G1 has 16)
+constexpr int kMaxActive = 64;  // contact spheres the reverse of the normal-only spring handles (the G1 has 16)
 using SmallMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, 0, kMaxActive, kMaxActive>;
 using SmallVec = Eigen::Matrix<double, Eigen::Dynamic, 1, 0, kMaxActive, 1>;
 
@@ -95,31 +93,32 @@ struct Work {  // per thread
   MatrixXd Jn, Y;  // [max spheres, nv], [nv, max spheres]: the first n_c rows / columns are used
   VectorXd lamn, a0;
   SmallMat G;
-  SmallVec rhs, sol;
-  // implicit_normal's re-solves with the last aba()'s factorisation (resolve())
-  const JDFreeFlyer* jff = nullptr;
-  std::vector<const JDHinge*> jh;  // [njoints] (nullptr: not a hinge)
-  std::vector<Force> rf;
-  std::vector<Motion> ra, Aw;
-  VectorXd ru, rx;
-  std::vector<int> mark, bodies, fwd, bwd, all;
+  SmallVec rhs;
+  std::vector<Motion> Aw;          // world spatial accelerations (accel_chain)
+  std::vector<int> mark, bodies;  // accel_chain's joints done (== stamp), the contact bodies
   int stamp = 0;
+  // aba_normal's articulated inertias, bias forces and joint terms
+  std::vector<Inertia::Matrix6, Eigen::aligned_allocator<Inertia::Matrix6>> Ia;
+  std::vector<Force> pA;
+  std::vector<Motion> cA;
+  std::vector<Motion::Vector6, Eigen::aligned_allocator<Motion::Vector6>> Uh;
+  VectorXd uh, dh;
   explicit Work(const Sim& s)
       : model(s.model), p(s.p), base(s.model.inertias.begin(), s.model.inertias.end()), dk(s.model), dd(s.model),
         fext(s.model.njoints, Force::Zero()) {
     int ns = (int)s.p.sph_joint.size();
     lamn.setZero(ns);
+    a0.setZero(s.nv);
     Jn.setZero(ns, s.nv);
     Y.setZero(s.nv, ns);
-    jff = &boost::get<JDFreeFlyer>(dd.joints[1].toVariant());
-    jh.assign(s.model.njoints, nullptr);
-    for (int i = 2; i < s.model.njoints; ++i) jh[i] = &boost::get<JDHinge>(dd.joints[i].toVariant());
-    rf.assign(s.model.njoints, Force::Zero());
-    ra.assign(s.model.njoints, Motion::Zero());
     Aw.assign(s.model.njoints, Motion::Zero());
-    ru.setZero(s.nv); rx.setZero(s.nv);
     mark.assign(s.model.njoints, 0);
-    for (int i = 1; i < s.model.njoints; ++i) all.push_back(i);
+    Ia.resize(s.model.njoints);
+    pA.assign(s.model.njoints, Force::Zero());
+    cA.assign(s.model.njoints, Motion::Zero());
+    Uh.resize(s.model.njoints);
+    uh.setZero(s.nv);
+    dh.setZero(s.nv);
     int nv = s.nv, nj = s.nv - 6;
     tau.setZero(nv); aug.setZero(nv); dtau_q.setZero(nj); dtau_v.setZero(nj); dtau_t.setZero(nj);
     a.setZero(nv); vnext.setZero(nv); qnext.setZero(s.nq); u.setZero(nv); gu.setZero(nv); ga.setZero(nv);
@@ -229,8 +228,8 @@ void pd(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const doubl
 // a small extra tangential inertia): switching it off at the stick/slip boundary made the dynamics
 // discontinuous there and the multi-step gradients 10-100x off at dt >= 1 ms (measured).
 // With implicit_spring the normal law's implicit part is -(kd + dt ke) dt a_z. spring_normal_only: the isotropic
-// point mass keeps dt min(kd, kf) and the rest, normal_excess(), acts along the normal only (implicit_normal: a
-// per-substep solve on the contact normals), so the tangential direction keeps the friction law's implicit term.
+// point mass keeps dt min(kd, kf) and the rest, normal_excess(), acts along the normal only (aba_normal: a point
+// mass that moves along the normal only), so the tangential direction keeps the friction law's implicit term.
 // Else the point mass is dt (kd + dt ke), isotropic: the tangential direction gets -(kd + dt ke) dt a_t where
 // the law has -kf dt a_t, an extra inertia dt (kd + dt ke - kf) per sphere (cheaper; docs/sim.md).
 double implicit_mass(const Params& p) {
@@ -368,114 +367,77 @@ void spd_solve(SmallMat& A, SmallVec& b, int n) {
   }
 }
 
-// x = M'^-1 J^T F for local spatial forces F on a few bodies, with the factorisation of M' that the last aba()
-// (LOCAL convention) left in w.dd: per joint U = I^A S, D^-1 = (S^T I^A S + armature)^-1 and U D^-1 of its
-// articulated inertia I^A. That is the ABA's second and third pass again with zero velocity and gravity (the
-// ABA is affine in the forces, and M'^-1 J^T F is its linear part): O(joints touched), no mass matrix.
-// In: w.rf[j] the force on body j for j in bwd (the force bodies' support joints, descending; zero on those
-// without a force). Out: w.ra (local spatial accelerations) and w.rx (ddq) on the joints of fwd (ascending,
-// closed under parents). w.rf is consumed.
-void resolve(const Sim& s, Work& w, const std::vector<int>& bwd, const std::vector<int>& fwd) {
-  ++w.stamp;
-  for (int i : bwd) {  // u_i = S_i^T f_i; the parent receives liMi (f_i - U_i D_i^-1 u_i)
-    const Force& f = w.rf[i];
-    w.mark[i] = w.stamp;
-    if (i == 1) {  // free joint: S = identity
-      w.ru.head<6>() = f.toVector();
-      continue;
-    }
-    int iv = (int)s.model.idx_vs[i];
-    double u = s.axis[i].dot(f.angular());
-    w.ru[iv] = u;
-    Force fp(f.toVector() - w.jh[i]->UDinv * u);
-    w.rf[s.model.parents[i]] += w.dd.liMi[i].act(fp);
-  }
-  for (int i : fwd) {  // a_i = liMi^-1 a_parent; ddq_i = D_i^-1 u_i - (U_i D_i^-1)^T a_i; a_i += S_i ddq_i
-    if (i == 1) {
-      Eigen::Matrix<double, 6, 1> x = Eigen::Matrix<double, 6, 1>::Zero();
-      if (w.mark[1] == w.stamp) x.noalias() = w.jff->Dinv * w.ru.head<6>();
-      w.rx.head<6>() = x;
-      w.ra[1] = Motion(x);
-      continue;
-    }
-    int iv = (int)s.model.idx_vs[i];
-    Motion ai = w.dd.liMi[i].actInv(w.ra[s.model.parents[i]]);
-    double x = -w.jh[i]->UDinv.dot(ai.toVector());
-    if (w.mark[i] == w.stamp) x += w.jh[i]->Dinv[0] * w.ru[iv];
-    w.rx[iv] = x;
-    ai.angular() += s.axis[i] * x;
-    w.ra[i] = ai;
-  }
-}
-
-// The normal excess e = normal_excess() of each sphere in w.act, implicit: lam_i = -e (n . a_i) with a_i the
-// classical acceleration of the sphere centre x_i, a_i = Jn_i a + gam_i, and a = a0 + M'^-1 Jn^T lam (M': the
-// mass matrix with the armature and the isotropic masses): (diag(1/e) + Jn M'^-1 Jn^T) lam = -(Jn a0 + gam).
-// In: a (= a0, the ABA's acceleration without lam; w.dd as aba() left it, w.dk.oMi of q); out: a with lam,
-// w.lamn[k] = lam of sphere k. No mass matrix: Jn a0 + gam is the normal classical acceleration of the sphere
-// centres in the ABA's own accelerations; column j of Jn M'^-1 Jn^T is the normal acceleration of every sphere
-// centre under a unit normal force at sphere j (resolve(), on the contact bodies' support joints only); a
-// last resolve() adds M'^-1 Jn^T lam to a.
-void implicit_normal(const Sim& s, Work& w, VectorXd& a) {
+// The forward of the normal-only implicit spring (normal_excess() e > 0, spheres in w.act): each sphere in contact
+// feels lam_i = -e (n . xdd_i), xdd_i the classical acceleration of its centre x_i = Jn_i a + gam_i, with
+// M' a = tau - h + Jn^T lam (M': the mass matrix with the armature and the isotropic masses), i.e.
+// (diag(1/e) + Jn M'^-1 Jn^T) lam = -(Jn a0 + gam) for a0 the acceleration without lam. Eliminating lam instead:
+// (M' + e Jn^T Jn) a = tau - h - e Jn^T gam, the dynamics of the robot with a point mass e at each centre that moves
+// along the normal only. On its body (local frame; normal n = R^T z, centre r, wrench direction d = (n, r x n))
+// that is the rank-one inertia e d d^T and the bias force e d (n . (w x (v + w x r)) + g_z) (the velocity-product
+// part of xdd, and gravity, which the ABA carries as an upward root acceleration), so the ABA's O(n) recursion
+// solves it in one pass: no mass matrix, no n_c x n_c system. This is Pinocchio's aba (LOCAL convention) written
+// out with those inertias, after w.dk holds the kinematics of (q, v) (forwardKinematics, which aba would redo) and
+// with w.fext, w.tau, w.model's inertias and armature set as for aba. Out: a.
+void aba_normal(const Sim& s, Work& w, const VectorXd& v, VectorXd& a) {
   const Params& p = w.p;
-  w.lamn.setZero();
-  int nc = (int)w.act.size();
-  if (nc == 0) return;
-  if (nc > kMaxActive) throw std::runtime_error("g1dyn: more spheres in contact than kMaxActive");
-  double e = normal_excess(p);
-  const double gz = s.model.gravity.linear().z();
-  // the contact bodies and the union of their support joints (ascending: closed under parents)
-  w.bodies.clear();
-  for (int k : w.act)
-    if (std::find(w.bodies.begin(), w.bodies.end(), p.sph_joint[k]) == w.bodies.end())
-      w.bodies.push_back(p.sph_joint[k]);
-  ++w.stamp;
-  w.fwd.clear();
-  for (int b : w.bodies)
-    for (int j : s.anc[b])
-      if (w.mark[j] != w.stamp) {
-        w.mark[j] = w.stamp;
-        w.fwd.push_back(j);
-      }
-  std::sort(w.fwd.begin(), w.fwd.end());
-  w.bwd.assign(w.fwd.rbegin(), w.fwd.rend());
-  // local normal n_i = R^T z and the unit normal force at the centre r_i as a local wrench (n_i, r_i x n_i)
-  Vector3d nl[kMaxActive], tl[kMaxActive];
-  w.G.resize(nc, nc);
-  w.rhs.resize(nc);
-  for (int i = 0; i < nc; ++i) {
-    int k = w.act[i], b = p.sph_joint[k];
-    const Vector3d& r = p.sph_pos[k];
-    nl[i] = w.dk.oMi[b].rotation().transpose().col(2);
-    tl[i] = r.cross(nl[i]);
-    // classical acceleration of the centre under a0: aba's a_gf is the spatial acceleration less gravity
-    const Motion& vl = w.dd.v[b];
-    const Motion& al = w.dd.a_gf[b];
-    Vector3d acc = al.linear() + al.angular().cross(r) + vl.angular().cross(vl.linear() + vl.angular().cross(r));
-    w.rhs[i] = -(nl[i].dot(acc) + gz);
-  }
-  for (int j = 0; j < nc; ++j) {
-    int bj = p.sph_joint[w.act[j]];
-    for (int i : s.anc[bj]) w.rf[i].setZero();
-    w.rf[bj].linear() = nl[j];
-    w.rf[bj].angular() = tl[j];
-    resolve(s, w, s.anc[bj], w.fwd);
-    for (int i = j; i < nc; ++i) {  // lower triangle (symmetric)
-      const Motion& A = w.ra[p.sph_joint[w.act[i]]];
-      w.G(i, j) = nl[i].dot(A.linear()) + tl[i].dot(A.angular());
+  const Model& m = w.model;
+  const double e = normal_excess(p);
+  const double gz = m.gravity.linear().z();
+  const int nj = m.njoints;
+  for (int i = 1; i < nj; ++i) {  // pass 1: velocity-product accelerations, body inertias and bias forces
+    const Motion& vi = w.dk.v[i];
+    if (i == 1) {
+      w.cA[i].setZero();  // v x vJ = v x v
+    } else {
+      w.cA[i] = cross(vi, Motion(Vector3d::Zero(), s.axis[i] * v[m.idx_vs[i]]));
     }
-    w.G(j, j) += 1.0 / e;
+    w.Ia[i] = m.inertias[i].matrix();
+    w.pA[i] = vi.cross(m.inertias[i] * vi) - w.fext[i];
   }
-  spd_solve(w.G, w.rhs, nc);  // rhs -> lam
-  for (int i : w.bwd) w.rf[i].setZero();
-  for (int j = 0; j < nc; ++j) {
-    int bj = p.sph_joint[w.act[j]];
-    w.rf[bj].linear() += w.rhs[j] * nl[j];
-    w.rf[bj].angular() += w.rhs[j] * tl[j];
+  for (int k : w.act) {  // the normal point masses
+    int b = p.sph_joint[k];
+    const Vector3d& r = p.sph_pos[k];
+    Vector3d n = w.dk.oMi[b].rotation().transpose().col(2);
+    Motion::Vector6 d;
+    d << n, r.cross(n);
+    const Motion& vb = w.dk.v[b];
+    Vector3d om = vb.angular();
+    w.Ia[b].noalias() += e * d * d.transpose();
+    w.pA[b].toVector() += e * (n.dot(om.cross(vb.linear() + om.cross(r))) + gz) * d;
   }
-  resolve(s, w, w.bwd, w.all);
-  a += w.rx;
-  for (int i = 0; i < nc; ++i) w.lamn[w.act[i]] = w.rhs[i];
+  for (int i = nj - 1; i > 1; --i) {  // pass 2, hinges: U = I^A S, D = S^T U + armature, u = tau - S^T p^A
+    const int iv = (int)m.idx_vs[i], parent = (int)m.parents[i];
+    const Vector3d& ax = s.axis[i];
+    Inertia::Matrix6& Ia = w.Ia[i];
+    Motion::Vector6& U = w.Uh[i];
+    U.noalias() = Ia.middleCols<3>(Motion::ANGULAR) * ax;
+    double Dinv = 1.0 / (ax.dot(U.tail<3>()) + m.armature[iv]);
+    double u = w.tau[iv] - ax.dot(w.pA[i].angular());
+    w.dh[iv] = Dinv;
+    w.uh[iv] = u;
+    Ia.noalias() -= (Dinv * U) * U.transpose();
+    Force pa(w.pA[i].toVector() + Ia * w.cA[i].toVector() + (Dinv * u) * U);
+    if (parent > 0) {
+      w.Ia[parent] += impl::internal::SE3actOn<double>::run(w.dk.liMi[i], Ia);
+      w.pA[parent] += w.dk.liMi[i].act(pa);
+    }
+  }
+  // the free joint (S = identity): its 6 x 6 D = I^A + armature, u = tau - p^A
+  Inertia::Matrix6 D = w.Ia[1];
+  D.diagonal() += m.armature.head<6>();
+  Eigen::LLT<Inertia::Matrix6> llt(D);
+  Motion a1 = w.dk.liMi[1].actInv(Motion(-m.gravity.toVector()));  // the root's parent: -gravity
+  Motion::Vector6 x = llt.solve(w.tau.head<6>() - w.pA[1].toVector() - w.Ia[1] * a1.toVector());
+  a.head<6>() = x;
+  w.cA[1] = Motion(a1.toVector() + x);  // from here cA holds the spatial accelerations less gravity
+  for (int i = 2; i < nj; ++i) {  // pass 3: a_i = liMi^-1 a_parent + c_i, ddq_i = D^-1 (u_i - U^T a_i)
+    const int iv = (int)m.idx_vs[i];
+    Motion ai = w.dk.liMi[i].actInv(w.cA[m.parents[i]]) + w.cA[i];
+    double xi = w.dh[iv] * (w.uh[iv] - w.Uh[i].dot(ai.toVector()));
+    a[iv] = xi;
+    ai.angular() += s.axis[i] * xi;
+    w.cA[i] = ai;
+  }
 }
 
 // One substep forward: (q, v) -> (qn, vn). Foot stats of the state (q, v).
@@ -485,9 +447,12 @@ void substep_forward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v
   contact_fext(s, w, st);
   pd(s, w, q, v, target);
   w.model.armature = w.p.armature + w.aug;
-  aba(w.model, w.dd, q, v, w.tau, w.fext);
-  w.a0 = w.dd.ddq;
-  implicit_normal(s, w, w.a0);
+  if (normal_excess(w.p) > 0.0 && !w.act.empty()) {  // normal-only implicit spring in contact: one pass
+    aba_normal(s, w, v, w.a0);
+  } else {
+    aba(w.model, w.dd, q, v, w.tau, w.fext);
+    w.a0 = w.dd.ddq;
+  }
   vn = v + w.p.dt * w.a0;
   integrate(w.model, q, w.p.dt * vn, qn);
 }
@@ -545,7 +510,7 @@ void contact_tau_jac(const Sim& s, Work& w, const VectorXd& v, VectorXd& tau_c) 
       w.act.push_back((int)k);
     }
     // constant world force at the body-fixed centre x: the isotropic mass's weight cancelled, and the normal
-    // implicit term of implicit_spring (w.lamn, as implicit_normal found it for this state)
+    // implicit term of implicit_spring (w.lamn, the forward's multiplier of this state)
     Vector3d lift(0, 0, m_imp * p.gravity + w.lamn[k]);
     Jc.resize(n);
     Jx.resize(n);
