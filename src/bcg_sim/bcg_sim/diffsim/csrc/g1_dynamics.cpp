@@ -20,10 +20,10 @@
 #include "pinocchio/algorithm/jacobian.hpp"
 #include "pinocchio/algorithm/joint-configuration.hpp"
 #include "pinocchio/algorithm/kinematics.hpp"
-#include "pinocchio/algorithm/kinematics-derivatives.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -62,14 +62,21 @@ struct Chain {
   std::vector<int> dof;
   std::vector<int> depth;
   std::vector<int> parent_joint;  // joint whose world twist precedes this DoF (0 = none: free joint)
+  std::vector<int> joint;         // joint of this DoF
 };
 
 struct Sim {
   Model model;
   Params p;
   std::vector<Chain> chain;  // per joint
+  std::vector<std::vector<int>> anc;  // per joint: its support joints, itself first, down to the free joint (1)
+  std::vector<Vector3d> axis;         // per hinge joint: its axis in the joint frame
   int nq = 0, nv = 0, nj = 0;
 };
+
+constexpr int kMaxActive = 64;  // contact spheres the reverse of the normal-only spring handles (the G1 has 16)
+using SmallMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, 0, kMaxActive, kMaxActive>;
+using SmallVec = Eigen::Matrix<double, Eigen::Dynamic, 1, 0, kMaxActive, 1>;
 
 struct Work {  // per thread
   Model model;  // its own copy: the stable PD puts per-world gains on the armature
@@ -83,13 +90,35 @@ struct Work {  // per thread
   std::vector<int> touched;  // joints whose inertia carries implicit-contact masses this substep
   // implicit_spring: the spheres whose normal carries the implicit term, its rows and multipliers
   std::vector<int> act;
-  MatrixXd Jn, Y, G, Pdq, Pdv, Pda, Vdq;
-  VectorXd lamn, gam, ecoef, a0;
+  MatrixXd Jn, Y;  // [max spheres, nv], [nv, max spheres]: the first n_c rows / columns are used
+  VectorXd lamn, a0;
+  SmallMat G;
+  SmallVec rhs;
+  std::vector<Motion> Aw;          // world spatial accelerations (accel_chain)
+  std::vector<int> mark, bodies;  // accel_chain's joints done (== stamp), the contact bodies
+  int stamp = 0;
+  // aba_normal's articulated inertias, bias forces and joint terms
+  std::vector<Inertia::Matrix6, Eigen::aligned_allocator<Inertia::Matrix6>> Ia;
+  std::vector<Force> pA;
+  std::vector<Motion> cA;
+  std::vector<Motion::Vector6, Eigen::aligned_allocator<Motion::Vector6>> Uh;
+  VectorXd uh, dh;
   explicit Work(const Sim& s)
       : model(s.model), p(s.p), base(s.model.inertias.begin(), s.model.inertias.end()), dk(s.model), dd(s.model),
         fext(s.model.njoints, Force::Zero()) {
-    lamn.setZero(s.p.sph_joint.size());
-    Pdq.setZero(3, s.nv); Pdv.setZero(3, s.nv); Pda.setZero(3, s.nv); Vdq.setZero(3, s.nv);
+    int ns = (int)s.p.sph_joint.size();
+    lamn.setZero(ns);
+    a0.setZero(s.nv);
+    Jn.setZero(ns, s.nv);
+    Y.setZero(s.nv, ns);
+    Aw.assign(s.model.njoints, Motion::Zero());
+    mark.assign(s.model.njoints, 0);
+    Ia.resize(s.model.njoints);
+    pA.assign(s.model.njoints, Force::Zero());
+    cA.assign(s.model.njoints, Motion::Zero());
+    Uh.resize(s.model.njoints);
+    uh.setZero(s.nv);
+    dh.setZero(s.nv);
     int nv = s.nv, nj = s.nv - 6;
     tau.setZero(nv); aug.setZero(nv); dtau_q.setZero(nj); dtau_v.setZero(nj); dtau_t.setZero(nj);
     a.setZero(nv); vnext.setZero(nv); qnext.setZero(s.nq); u.setZero(nv); gu.setZero(nv); ga.setZero(nv);
@@ -199,8 +228,8 @@ void pd(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const doubl
 // a small extra tangential inertia): switching it off at the stick/slip boundary made the dynamics
 // discontinuous there and the multi-step gradients 10-100x off at dt >= 1 ms (measured).
 // With implicit_spring the normal law's implicit part is -(kd + dt ke) dt a_z. spring_normal_only: the isotropic
-// point mass keeps dt min(kd, kf) and the rest, normal_excess(), acts along the normal only (implicit_normal: a
-// per-substep solve on the contact normals), so the tangential direction keeps the friction law's implicit term.
+// point mass keeps dt min(kd, kf) and the rest, normal_excess(), acts along the normal only (aba_normal: a point
+// mass that moves along the normal only), so the tangential direction keeps the friction law's implicit term.
 // Else the point mass is dt (kd + dt ke), isotropic: the tangential direction gets -(kd + dt ke) dt a_t where
 // the law has -kf dt a_t, an extra inertia dt (kd + dt ke - kf) per sphere (cheaper; docs/sim.md).
 double implicit_mass(const Params& p) {
@@ -295,11 +324,11 @@ void contact_fext(const Sim& s, Work& w, FootStats& st, bool apply_implicit = tr
   }
 }
 
-// w.Jn [nc, nv]: the world-z rows of the Jacobians of the centres of the spheres in w.act (joint Jacobians in
-// w.dk computed for the current q).
+// w.Jn [nc, nv] (its first nc rows): the world-z rows of the Jacobians of the centres of the spheres in w.act
+// (joint Jacobians in w.dk computed for the current q).
 void normal_rows(const Sim& s, Work& w, int nc) {
   const Params& p = w.p;
-  w.Jn.setZero(nc, s.nv);
+  w.Jn.topRows(nc).setZero();
   for (int i = 0; i < nc; ++i) {
     int k = w.act[i], b = p.sph_joint[k];
     const SE3& M = w.dk.oMi[b];
@@ -312,40 +341,103 @@ void normal_rows(const Sim& s, Work& w, int nc) {
   }
 }
 
-// The normal excess e = normal_excess() of each sphere in w.act, implicit: lam_i = -e (n . a_i) with a_i the
-// classical acceleration of the sphere centre x_i, a_i = Jn_i a + gam_i, and a = a0 + M'^-1 Jn^T lam (M': the
-// mass matrix with the armature and the isotropic masses): (diag(1/e) + Jn M'^-1 Jn^T) lam = -(Jn a0 + gam).
-// In: a (= a0, the ABA's acceleration without lam); out: a with lam, w.lamn[k] = lam of sphere k, w.Jn.
-// Needs the model's inertias/armature of the substep; recomputes kinematics (q, v, 0) in w.dk.
-void implicit_normal(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, VectorXd& a) {
-  const Params& p = w.p;
-  w.lamn.setZero();
-  int nc = (int)w.act.size(), nv = s.nv;
-  if (nc == 0) return;
-  computeMinverse(w.model, w.dd, q);
-  w.Minv = w.dd.Minv;
-  w.Minv.triangularView<Eigen::StrictlyLower>() = w.Minv.transpose();
-  forwardKinematics(w.model, w.dk, q, v, VectorXd::Zero(nv));
-  computeJointJacobians(w.model, w.dk, q);
-  normal_rows(s, w, nc);
-  w.gam.setZero(nc);
-  double e = normal_excess(p);
-  for (int i = 0; i < nc; ++i) {
-    int k = w.act[i], b = p.sph_joint[k];
-    const SE3& M = w.dk.oMi[b];
-    const Motion& vl = w.dk.v[b];
-    const Motion& al = w.dk.a[b];
-    const Vector3d& r = p.sph_pos[k];
-    Vector3d acc = al.linear() + al.angular().cross(r) + vl.angular().cross(vl.linear() + vl.angular().cross(r));
-    w.gam[i] = (M.rotation() * acc).z();
+// Solve of a small SPD system A x = b in place (Cholesky, no allocation): A [n, n] (lower triangle read and
+// overwritten), b -> x.
+void spd_solve(SmallMat& A, SmallVec& b, int n) {
+  for (int j = 0; j < n; ++j) {
+    double d = A(j, j);
+    for (int k = 0; k < j; ++k) d -= A(j, k) * A(j, k);
+    d = std::sqrt(d);
+    A(j, j) = d;
+    for (int i = j + 1; i < n; ++i) {
+      double t = A(i, j);
+      for (int k = 0; k < j; ++k) t -= A(i, k) * A(j, k);
+      A(i, j) = t / d;
+    }
   }
-  w.Y.noalias() = w.Minv * w.Jn.transpose();
-  w.G.noalias() = w.Jn * w.Y;
-  w.G.diagonal().array() += 1.0 / e;
-  VectorXd rhs = w.Jn * a + w.gam;
-  VectorXd lam = -w.G.ldlt().solve(rhs);
-  a.noalias() += w.Y * lam;
-  for (int i = 0; i < nc; ++i) w.lamn[w.act[i]] = lam[i];
+  for (int i = 0; i < n; ++i) {
+    double t = b[i];
+    for (int k = 0; k < i; ++k) t -= A(i, k) * b[k];
+    b[i] = t / A(i, i);
+  }
+  for (int i = n - 1; i >= 0; --i) {
+    double t = b[i];
+    for (int k = i + 1; k < n; ++k) t -= A(k, i) * b[k];
+    b[i] = t / A(i, i);
+  }
+}
+
+// The forward of the normal-only implicit spring (normal_excess() e > 0, spheres in w.act): each sphere in contact
+// feels lam_i = -e (n . xdd_i), xdd_i the classical acceleration of its centre x_i = Jn_i a + gam_i, with
+// M' a = tau - h + Jn^T lam (M': the mass matrix with the armature and the isotropic masses), i.e.
+// (diag(1/e) + Jn M'^-1 Jn^T) lam = -(Jn a0 + gam) for a0 the acceleration without lam. Eliminating lam instead:
+// (M' + e Jn^T Jn) a = tau - h - e Jn^T gam, the dynamics of the robot with a point mass e at each centre that moves
+// along the normal only. On its body (local frame; normal n = R^T z, centre r, wrench direction d = (n, r x n))
+// that is the rank-one inertia e d d^T and the bias force e d (n . (w x (v + w x r)) + g_z) (the velocity-product
+// part of xdd, and gravity, which the ABA carries as an upward root acceleration), so the ABA's O(n) recursion
+// solves it in one pass: no mass matrix, no n_c x n_c system. This is Pinocchio's aba (LOCAL convention) written
+// out with those inertias, after w.dk holds the kinematics of (q, v) (forwardKinematics, which aba would redo) and
+// with w.fext, w.tau, w.model's inertias and armature set as for aba. Out: a.
+void aba_normal(const Sim& s, Work& w, const VectorXd& v, VectorXd& a) {
+  const Params& p = w.p;
+  const Model& m = w.model;
+  const double e = normal_excess(p);
+  const double gz = m.gravity.linear().z();
+  const int nj = m.njoints;
+  for (int i = 1; i < nj; ++i) {  // pass 1: velocity-product accelerations, body inertias and bias forces
+    const Motion& vi = w.dk.v[i];
+    if (i == 1) {
+      w.cA[i].setZero();  // v x vJ = v x v
+    } else {
+      w.cA[i] = cross(vi, Motion(Vector3d::Zero(), s.axis[i] * v[m.idx_vs[i]]));
+    }
+    w.Ia[i] = m.inertias[i].matrix();
+    w.pA[i] = vi.cross(m.inertias[i] * vi) - w.fext[i];
+  }
+  for (int k : w.act) {  // the normal point masses
+    int b = p.sph_joint[k];
+    const Vector3d& r = p.sph_pos[k];
+    Vector3d n = w.dk.oMi[b].rotation().transpose().col(2);
+    Motion::Vector6 d;
+    d << n, r.cross(n);
+    const Motion& vb = w.dk.v[b];
+    Vector3d om = vb.angular();
+    w.Ia[b].noalias() += e * d * d.transpose();
+    w.pA[b].toVector() += e * (n.dot(om.cross(vb.linear() + om.cross(r))) + gz) * d;
+  }
+  for (int i = nj - 1; i > 1; --i) {  // pass 2, hinges: U = I^A S, D = S^T U + armature, u = tau - S^T p^A
+    const int iv = (int)m.idx_vs[i], parent = (int)m.parents[i];
+    const Vector3d& ax = s.axis[i];
+    Inertia::Matrix6& Ia = w.Ia[i];
+    Motion::Vector6& U = w.Uh[i];
+    U.noalias() = Ia.middleCols<3>(Motion::ANGULAR) * ax;
+    double Dinv = 1.0 / (ax.dot(U.tail<3>()) + m.armature[iv]);
+    double u = w.tau[iv] - ax.dot(w.pA[i].angular());
+    w.dh[iv] = Dinv;
+    w.uh[iv] = u;
+    Ia.noalias() -= (Dinv * U) * U.transpose();
+    Force pa(w.pA[i].toVector() + Ia * w.cA[i].toVector() + (Dinv * u) * U);
+    if (parent > 0) {
+      w.Ia[parent] += impl::internal::SE3actOn<double>::run(w.dk.liMi[i], Ia);
+      w.pA[parent] += w.dk.liMi[i].act(pa);
+    }
+  }
+  // the free joint (S = identity): its 6 x 6 D = I^A + armature, u = tau - p^A
+  Inertia::Matrix6 D = w.Ia[1];
+  D.diagonal() += m.armature.head<6>();
+  Eigen::LLT<Inertia::Matrix6> llt(D);
+  Motion a1 = w.dk.liMi[1].actInv(Motion(-m.gravity.toVector()));  // the root's parent: -gravity
+  Motion::Vector6 x = llt.solve(w.tau.head<6>() - w.pA[1].toVector() - w.Ia[1] * a1.toVector());
+  a.head<6>() = x;
+  w.cA[1] = Motion(a1.toVector() + x);  // from here cA holds the spatial accelerations less gravity
+  for (int i = 2; i < nj; ++i) {  // pass 3: a_i = liMi^-1 a_parent + c_i, ddq_i = D^-1 (u_i - U^T a_i)
+    const int iv = (int)m.idx_vs[i];
+    Motion ai = w.dk.liMi[i].actInv(w.cA[m.parents[i]]) + w.cA[i];
+    double xi = w.dh[iv] * (w.uh[iv] - w.Uh[i].dot(ai.toVector()));
+    a[iv] = xi;
+    ai.angular() += s.axis[i] * xi;
+    w.cA[i] = ai;
+  }
 }
 
 // One substep forward: (q, v) -> (qn, vn). Foot stats of the state (q, v).
@@ -355,17 +447,42 @@ void substep_forward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v
   contact_fext(s, w, st);
   pd(s, w, q, v, target);
   w.model.armature = w.p.armature + w.aug;
-  aba(w.model, w.dd, q, v, w.tau, w.fext);
-  w.a0 = w.dd.ddq;
-  implicit_normal(s, w, q, v, w.a0);
+  if (normal_excess(w.p) > 0.0 && !w.act.empty()) {  // normal-only implicit spring in contact: one pass
+    aba_normal(s, w, v, w.a0);
+  } else {
+    aba(w.model, w.dd, q, v, w.tau, w.fext);
+    w.a0 = w.dd.ddq;
+  }
   vn = v + w.p.dt * w.a0;
   integrate(w.model, q, w.p.dt * vn, qn);
 }
 
+// World spatial accelerations w.Aw of b's support joints at the substep's a = w.a0 (those not yet computed
+// since the last ++w.stamp): A_j = A_parent + sum over j's DoFs of S a + (V_j x S) v (world S = w.dk.J's columns,
+// V_j = w.Vw[j]; kinematics() of (q, v)).
+void accel_chain(const Sim& s, Work& w, int b, const VectorXd& v) {
+  for (auto it = s.anc[b].rbegin(); it != s.anc[b].rend(); ++it) {
+    int j = *it;
+    if (w.mark[j] == w.stamp) continue;
+    w.mark[j] = w.stamp;
+    int parent = (int)s.model.parents[j];
+    Motion::Vector6 A = parent > 0 ? w.Aw[parent].toVector() : Motion::Vector6::Zero();
+    int idx = (int)s.model.idx_vs[j], nvj = (int)s.model.nvs[j];
+    for (int d = idx; d < idx + nvj; ++d) {
+      Motion S(w.dk.J.col(d));
+      A += S.toVector() * w.a0[d] + cross(w.Vw[j], S).toVector() * v[d];
+    }
+    w.Aw[j] = Motion(A);
+  }
+}
+
 // Generalised contact force and its tangent Jacobians dTc/dq, dTc/dv at (q, v). Needs w.dk.oMi, w.dk.v,
 // w.dk.J (world) and w.Vw (world twists).
-void contact_tau_jac(const Sim& s, Work& w, VectorXd& tau_c) {
+void contact_tau_jac(const Sim& s, Work& w, const VectorXd& v, VectorXd& tau_c) {
   const Params& p = w.p;
+  const double e = normal_excess(p);
+  w.lamn.setZero();
+  w.act.clear();
   restore_inertias(s, w);
   w.dTc_q.setZero();
   w.dTc_v.setZero();
@@ -385,8 +502,15 @@ void contact_tau_jac(const Sim& s, Work& w, VectorXd& tau_c) {
     size_t n = ch.dof.size();
     double m_imp = implicit_mass(p);
     if (m_imp > 0.0) add_implicit_mass(w, b, p.sph_pos[k], m_imp);
+    if (e > 0.0) {  // implicit_spring's normal multiplier of this sphere: lam = -e (z . xdd) at the substep's a
+      accel_chain(s, w, b, v);
+      const Motion& A = w.Aw[b];
+      Vector3d xd = Vb.linear() + Vb.angular().cross(x);
+      w.lamn[k] = -e * (A.linear() + A.angular().cross(x) + Vb.angular().cross(xd)).z();
+      w.act.push_back((int)k);
+    }
     // constant world force at the body-fixed centre x: the isotropic mass's weight cancelled, and the normal
-    // implicit term of implicit_spring (w.lamn, found by implicit_normal for this state)
+    // implicit term of implicit_spring (w.lamn, the forward's multiplier of this state)
     Vector3d lift(0, 0, m_imp * p.gravity + w.lamn[k]);
     Jc.resize(n);
     Jx.resize(n);
@@ -429,6 +553,60 @@ void kinematics(Work& w, const VectorXd& q, const VectorXd& v) {
   for (int i = 1; i < w.model.njoints; ++i) w.Vw[i] = w.dk.oMi[i].act(w.dk.v[i]);
 }
 
+// lam's own dependence on (q, v) at fixed a: adds the gradient of phi = sum_i c_i z . xdd_i (c_i = -e lbar_i,
+// w.rhs) to gq, gv, xdd_i the classical acceleration of sphere centre x_i. In world spatial quantities of its body
+// (twist V = (v, w), acceleration A = (a, al), both at the world origin), xdd(x) = a + al x x + w x v + w x (w x x)
+// is affine in x, so a body's spheres sum to phi_b = C z.(a + w x v) + z.(al x P + w x (w x P)) with C = sum c_i,
+// P = sum c_i x_i. Along the body's support chain, a DoF k (world axis S_k, its joint's twist V_k, its parent
+// body's V_p, A_p; zero for the free joint) moves the chain after it rigidly:
+//   dV/dq_k = S_k x (V - V_p),  dA/dq_k = S_k x (A - A_p) - (S_k x V_p) x (V - V_p),  dx/dq_k = S_k at x,
+//   dV/dv_k = S_k,              dA/dv_k = V_k x S_k + S_k x (V - V_p)
+// (A is sum_j S_j a_j + (V_j x S_j) v_j over the chain; the Jacobi identity folds the sum). Needs w.dk.J, w.Vw,
+// w.Aw of (q, v, a). One pass over each contact body's chain (12 DoFs for a foot).
+void lam_dependence(const Sim& s, Work& w, int nc, double e, VectorXd& gq, VectorXd& gv) {
+  const Params& p = w.p;
+  const Vector3d z = Vector3d::UnitZ();
+  w.bodies.clear();
+  for (int i = 0; i < nc; ++i)
+    if (std::find(w.bodies.begin(), w.bodies.end(), p.sph_joint[w.act[i]]) == w.bodies.end())
+      w.bodies.push_back(p.sph_joint[w.act[i]]);
+  for (int b : w.bodies) {
+    double C = 0.0;
+    Vector3d P = Vector3d::Zero();
+    const SE3& M = w.dk.oMi[b];
+    for (int i = 0; i < nc; ++i) {
+      int k = w.act[i];
+      if (p.sph_joint[k] != b) continue;
+      double c = -e * w.rhs[i];
+      C += c;
+      P += c * (M.translation() + M.rotation() * p.sph_pos[k]);
+    }
+    const Motion& V = w.Vw[b];
+    const Motion& A = w.Aw[b];
+    const Vector3d om = V.angular(), vo = V.linear(), al = A.angular();
+    const Vector3d wP = om.cross(P);
+    const Chain& ch = s.chain[b];
+    for (size_t kk = 0; kk < ch.dof.size(); ++kk) {
+      int dof = ch.dof[kk], pj = ch.parent_joint[kk];
+      Motion Sk(w.dk.J.col(dof));
+      Motion Vrel = pj == 0 ? V : Motion(V - w.Vw[pj]);
+      // q
+      Motion dV = cross(Sk, Vrel);
+      Motion dA = pj == 0 ? cross(Sk, A) : Motion(cross(Sk, Motion(A - w.Aw[pj])) - cross(cross(Sk, w.Vw[pj]), Vrel));
+      Vector3d dP = C * Sk.linear() + Sk.angular().cross(P);
+      Vector3d dw = dV.angular();
+      gq[dof] += C * z.dot(dA.linear() + dw.cross(vo) + om.cross(dV.linear())) +
+                 z.dot(dA.angular().cross(P) + al.cross(dP) + dw.cross(wP) + om.cross(dw.cross(P)) +
+                       om.cross(om.cross(dP)));
+      // v
+      Motion dAv = cross(w.Vw[ch.joint[kk]], Sk) + cross(Sk, Vrel);
+      dw = Sk.angular();
+      gv[dof] += C * z.dot(dAv.linear() + dw.cross(vo) + om.cross(Sk.linear())) +
+                 z.dot(dAv.angular().cross(P) + dw.cross(wP) + om.cross(dw.cross(P)));
+    }
+  }
+}
+
 // One substep backward. In: gq (tangent at qn), gv (at vn). Out (overwritten): gq (tangent at q),
 // gv (at v); g_target accumulated.
 void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const VectorXd& vn,
@@ -444,39 +622,44 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
   gv += p.dt * w.gu;  // gradient at vn
   w.ga = p.dt * gv;   // vn = v + dt a
 
-  w.lamn.setZero();
-  w.act.clear();
   double e = normal_excess(p);
-  if (e > 0.0) {  // the normal multipliers of this state: lam = -e (n . a_i) at the substep's a = (vn - v) / dt
-    FootStats st;
-    w.a0 = (vn - v) / p.dt;
-    forwardKinematics(w.model, w.dk, q, v, w.a0);
-    contact_fext(s, w, st, false);  // the active set
-    for (int k : w.act) {
-      int b = p.sph_joint[k];
-      const Motion& vl = w.dk.v[b];
-      const Motion& al = w.dk.a[b];
-      const Vector3d& r = p.sph_pos[k];
-      Vector3d acc = al.linear() + al.angular().cross(r) + vl.angular().cross(vl.linear() + vl.angular().cross(r));
-      w.lamn[k] = -e * (w.dk.oMi[b].rotation() * acc).z();
-    }
-  }
   kinematics(w, q, v);
+  if (e > 0.0) {  // the normal multipliers, found by contact_tau_jac at the substep's a = (vn - v) / dt
+    w.a0 = (vn - v) / p.dt;
+    ++w.stamp;  // w.Aw: none computed yet (accel_chain)
+  }
   pd(s, w, q, v, target);
-  contact_tau_jac(s, w, w.tau);  // adds the contact force (and the normal multipliers) to w.tau
+  contact_tau_jac(s, w, v, w.tau);  // adds the contact force (and the normal multipliers) to w.tau
   w.model.armature = p.armature + w.aug;
   computeABADerivatives(w.model, w.dd, q, v, w.tau);
   w.Minv = w.dd.Minv;
   w.Minv.triangularView<Eigen::StrictlyLower>() = w.Minv.transpose();
   int nc = (int)w.act.size();
-  VectorXd lbar;
   if (nc > 0) {  // rows of the normals at the sphere centres (world Jacobian of kinematics())
-    normal_rows(s, w, nc);  // lam = -e (Jn a + gam): (I + e Jn M^-1 Jn^T) lbar = Jn M^-1 ga, ga <- ga - e Jn^T lbar
-    w.tmp.noalias() = w.Minv * w.ga;
-    MatrixXd A = e * (w.Jn * w.Minv * w.Jn.transpose());
-    A.diagonal().array() += 1.0;
-    lbar = A.partialPivLu().solve(w.Jn * w.tmp);
-    w.ga.noalias() -= e * (w.Jn.transpose() * lbar);
+    // lam = -e (Jn a + gam): (I + e Jn M^-1 Jn^T) lbar = Jn M^-1 ga, ga <- ga - e Jn^T lbar. A row of Jn is
+    // non-zero on its body's support DoFs only (12 of 35 for a foot): Y = M^-1 Jn^T and Jn Y on those.
+    if (nc > kMaxActive) throw std::runtime_error("g1dyn: more spheres in contact than kMaxActive");
+    normal_rows(s, w, nc);
+    auto Y = w.Y.leftCols(nc);
+    w.G.resize(nc, nc);
+    w.rhs.resize(nc);
+    for (int j = 0; j < nc; ++j) {
+      const Chain& ch = s.chain[p.sph_joint[w.act[j]]];
+      Y.col(j).setZero();
+      for (int d : ch.dof) Y.col(j) += w.Jn(j, d) * w.Minv.col(d);
+      w.rhs[j] = Y.col(j).dot(w.ga);  // Jn M^-1 ga
+    }
+    for (int i = 0; i < nc; ++i) {
+      const Chain& ch = s.chain[p.sph_joint[w.act[i]]];
+      for (int j = 0; j <= i; ++j) {
+        double g = 0.0;
+        for (int d : ch.dof) g += w.Jn(i, d) * Y(d, j);
+        w.G(i, j) = e * g + (i == j ? 1.0 : 0.0);
+      }
+    }
+    spd_solve(w.G, w.rhs, nc);  // rhs -> lbar
+    for (int i = 0; i < nc; ++i)
+      for (int d : s.chain[p.sph_joint[w.act[i]]].dof) w.ga[d] -= e * w.Jn(i, d) * w.rhs[i];
   }
   w.lam.noalias() = w.Minv * w.ga;
   gq.noalias() += w.dd.ddq_dq.transpose() * w.ga;
@@ -488,34 +671,7 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
     gv[6 + j] += w.dtau_v[j] * w.lam[6 + j];
     g_target[j] += w.dtau_t[j] * w.lam[6 + j];
   }
-  if (nc > 0) {  // lam's own dependence on (q, v) through the normal acceleration at the final a
-    computeForwardKinematicsDerivatives(w.model, w.dk, q, v, w.dd.ddq);
-    // The point's classic acceleration is affine in its position r on the joint: sum_i c_i acc(r_i) =
-    // (C - 1) acc(0) + acc(sum_i c_i r_i) with C = sum_i c_i, so two derivative calls per joint.
-    std::vector<int> done;
-    for (int i = 0; i < nc; ++i) {
-      int b = p.sph_joint[w.act[i]];
-      if (std::find(done.begin(), done.end(), b) != done.end()) continue;
-      done.push_back(b);
-      double C = 0.0;
-      Vector3d rs = Vector3d::Zero();
-      for (int j = i; j < nc; ++j) {
-        if (p.sph_joint[w.act[j]] != b) continue;
-        double c = -e * lbar[j];
-        C += c;
-        rs += c * p.sph_pos[w.act[j]];
-      }
-      const Vector3d pts[2] = {Vector3d::Zero(), rs};
-      const double wts[2] = {C - 1.0, 1.0};
-      for (int t = 0; t < 2; ++t) {
-        w.Vdq.setZero(); w.Pdq.setZero(); w.Pdv.setZero(); w.Pda.setZero();
-        getPointClassicAccelerationDerivatives(w.model, w.dk, (JointIndex)b, SE3(Matrix3d::Identity(), pts[t]),
-                                               LOCAL_WORLD_ALIGNED, w.Vdq, w.Pdq, w.Pdv, w.Pda);
-        gq.noalias() += wts[t] * w.Pdq.row(2).transpose();
-        gv.noalias() += wts[t] * w.Pdv.row(2).transpose();
-      }
-    }
-  }
+  if (nc > 0) lam_dependence(s, w, nc, e, gq, gv);
 }
 
 // Body poses (p_w, quat x y z w) [B, 7] and twists (v of the COM, omega; world) [B, 6]. Needs kinematics().
@@ -661,8 +817,15 @@ void* g1dyn_create(int njoints, const int* parent, const double* axis, const dou
         c.dof.push_back(idx + k);
         c.depth.push_back((int)d);
         c.parent_joint.push_back(d == 0 ? 0 : joints[d - 1]);
+        c.joint.push_back(j);
       }
     }
+  }
+  s->anc.resize(m.njoints);
+  s->axis.assign(m.njoints, Vector3d::Zero());
+  for (int b = 1; b < m.njoints; ++b) {
+    for (int j = b; j > 0; j = (int)m.parents[j]) s->anc[b].push_back(j);
+    if (b > 1) s->axis[b] = boost::get<JointModelRevoluteUnalignedTpl<double, 0>>(m.joints[b].toVariant()).axis;
   }
   return s;
 }
