@@ -202,6 +202,15 @@ def test_world_horizontal_root_position_is_hidden_from_the_discriminator():
     assert float(add.replay[: add.replay_count, :2].abs().max()) == 0.0  # negatives stored without x y
 
 
+def test_root_xy_puts_the_world_horizontal_root_position_back_into_the_reward():
+    add = trained(iters=20, root_xy=True)
+    ref = torch.randn(8, DIM)
+    sim = (ref + 0.3 * torch.randn(8, DIM)).requires_grad_(True)
+    (g,) = torch.autograd.grad(add(feats(sim), feats(ref)).sum(), sim)
+    assert float(g[:, [0, 1]].abs().min()) > 0  # every world feels its drift
+    assert float(add.replay[: add.replay_count, :2].abs().max()) > 0
+
+
 def test_update_logs_discriminator_diagnostics():
     add = trained(iters=5)
     add.observe(feats(torch.randn(64, DIM)), feats(torch.zeros(64, DIM)))

@@ -119,6 +119,7 @@ class ADDConfig:
     batch_size: int = 128  # current negatives per discriminator step (plus as many from the replay)
     epochs: int = 2  # passes over the current negatives per iteration
     delta_norm_min: float = 1e-4
+    root_xy: bool = False  # the root's world x y in delta (off: hidden, as the actor cannot observe it)
 
 
 ADD_REWARD_FORMS = get_args(get_type_hints(ADDConfig)["reward_form"])  # the Literal's values

@@ -5,8 +5,10 @@ actor gradient reaches the policy through the dynamics; the discriminator is fro
 ADD (Adversarial Differential Discriminator; MimicKit's add_agent, adapted to a first-order learner)
 --------------------------------------------------------------------------------------------------
 Input. delta = ref - sim features per world, the task's FEATURE_GROUPS concatenated. The world horizontal root
-position (root_pos x, y) is zeroed: the actor observes no world x y, so a discriminator keying on drift would
-hand it a reward it cannot act on knowingly (root height z stays). Each feature is divided by its scale, a
+position (root_pos x, y) is zeroed unless `add.root_xy`: the actor observes no world x y, so a discriminator
+keying on drift would hand it a reward it cannot act on knowingly (root height z stays). The tracking reward
+keeps x y, and its analytic gradient still pulls the robot back along the clip; `root_xy: true` gives ADD the
+same. Each feature is divided by its scale, a
 count-weighted cumulative mean of |delta| over every negative seen so far (`DeltaScale`, floored at
 delta_norm_min; MimicKit's DiffNormalizer), so the scale settles instead of chasing the latest batches.
 
@@ -229,7 +231,7 @@ class ADDReward:
         if width != self.dim:
             raise ValueError(f"features have {width} columns, the discriminator takes {self.dim}")
         mask = torch.ones(self.dim, device=self.device)
-        if "root_pos" in layout:
+        if "root_pos" in layout and not self.cfg.root_xy:
             start = layout["root_pos"].start
             mask[start : start + 2] = 0.0  # world x y: not observable by the actor; z (height) stays
         self.layout, self.mask = layout, mask
