@@ -243,3 +243,33 @@ def test_motion_window_runs_and_bad_windows_exit_2(tmp_path, capsys):
             main_in_process(capsys, "--preset", "tiny", "--motion", "jump", *args, "--out", tmp_path / "bad"), *needles
         )
     _assert_bad_input(main_in_process(capsys, "--resume", out, "--motion-end", "3"), "--motion-end")
+
+
+def test_a_run_changes_sim_keys_and_bad_ones_exit_2(tmp_path, capsys):
+    # the 5 ms step of docs/sim.md as a run's own setting: recorded in the run folder, used by the simulator
+    from bcg_train.config import config_from_dict
+    from bcg_train.runner import sim_config_for
+
+    preset = yaml.safe_load((REPO / "config" / "train" / "tiny.yaml").read_text())
+    preset["sim"] = {"sim_dt": 0.005, "solver": {"implicit_contact_spring": True}}
+    path = tmp_path / "five_ms.yaml"
+    path.write_text(yaml.safe_dump(preset))
+    out = tmp_path / "run"
+    p = main_in_process(capsys, "--preset", path, "--algo", "shac-bcg", "--budget", "1it", "--out", out)
+    assert p.returncode == 0, p.stderr[-2000:]
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert saved["sim"] == preset["sim"]
+    saved.pop("procs")  # the run folder also records the process count
+    sim = sim_config_for(config_from_dict(saved, "config.yaml"))
+    assert (sim.sim_dt, sim.solver.implicit_contact_spring, sim.contact.kappa, sim.bcg.enabled) == (
+        0.005,
+        True,
+        300.0,
+        True,
+    )
+    preset["sim"] = {"sim_dt": 0.005}  # explicit contact spring: above its stability bound
+    path.write_text(yaml.safe_dump(preset))
+    _assert_bad_input(main_in_process(capsys, "--preset", path, "--out", tmp_path / "a"), "sim_dt")
+    preset["sim"] = {"solver": {"implicit_contact_sprin": True}}
+    path.write_text(yaml.safe_dump(preset))
+    _assert_bad_input(main_in_process(capsys, "--preset", path, "--out", tmp_path / "b"), "implicit_contact_sprin")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import asdict, dataclass, field
+from dataclasses import replace as dc_replace
 from pathlib import Path
 from typing import Any, Literal, get_args, get_type_hints
 
@@ -198,6 +199,17 @@ class TrainConfig:
     shac: SHACConfig = field(default_factory=SHACConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     eval: TrainEvalConfig = field(default_factory=TrainEvalConfig)
+    # keys of config/sim.yaml this run changes (nested, merged key by key), e.g. the 5 ms step:
+    # {sim_dt: 0.005, solver: {implicit_contact_spring: true}}; kappa and device above win over it
+    sim: dict[str, Any] = field(default_factory=dict)
+
+    def sim_config(self):
+        """config/sim.yaml with this run's `sim` keys merged over it, kappa and device set (a SimConfig)."""
+        from bcg_sim.diffsim.config import SimConfig
+
+        data = _merge(load_yaml("sim"), self.sim)
+        sim = from_dict(SimConfig, data, where="sim (train config over config/sim.yaml)")
+        return dc_replace(sim.with_kappa(self.kappa), device=self.device).validate()
 
     def validate(self, where: str = "train config") -> TrainConfig:
         need = checker(where)
@@ -326,6 +338,7 @@ class TrainConfig:
             f"{self.budget!r} is wall clock, and shac.lr_decay linear would then decay differently on a faster "
             "machine: give iterations (e.g. 1500it) or samples (2M), or set shac.lr_decay constant",
         )
+        self.sim_config()  # a bad `sim` key or value is a ConfigError now, not when the run starts
         return self
 
 

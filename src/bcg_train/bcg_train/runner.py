@@ -58,12 +58,10 @@ class RunError(ValueError):
 
 # ---------------------------------------------------------------------------------------------- setup
 def sim_config_for(cfg: TrainConfig, rank: int = 0):
-    """config/sim.yaml with the run's kappa and device; BCG on where the algorithm's registry entry asks for it."""
-    from bcg_sim.diffsim import load_sim_config
-
-    sim = load_sim_config().with_kappa(cfg.kappa)
+    """The run's sim config (TrainConfig.sim_config); BCG on where the algorithm's registry entry asks for it."""
+    sim = cfg.sim_config()
     bcg = dc.replace(sim.bcg, enabled=ALGORITHMS[cfg.algo].bcg, seed=derive_seed(cfg.seed + sim.bcg.seed, "bcg", rank))
-    return dc.replace(sim, device=cfg.device, bcg=bcg).validate()
+    return dc.replace(sim, bcg=bcg).validate()
 
 
 def rollout_horizon(cfg: TrainConfig) -> int:
