@@ -115,12 +115,16 @@ def test_numpy_forward_kinematics_matches_mujoco():
     for variant in VARIANTS:
         m = g1.load_mujoco(variant, floor=False)
         d = mujoco.MjData(m)
-        for _ in range(20):
-            d.qpos[:] = _random_qpos(m, rng)
+        qpos = np.array([_random_qpos(m, rng) for _ in range(20)])
+        traj_pos, traj_rot = g1.forward_kinematics(qpos, variant)  # a whole trajectory [T, 30, 3 (, 3)] at once
+        for t, q in enumerate(qpos):
+            d.qpos[:] = q
             mujoco.mj_kinematics(m, d)
-            pos, rot = g1.forward_kinematics(d.qpos, variant)
+            pos, rot = g1.forward_kinematics(q, variant)
             np.testing.assert_allclose(pos, d.xpos[1:], atol=1e-9)
             np.testing.assert_allclose(rot, d.xmat[1:].reshape(-1, 3, 3), atol=1e-9)
+            np.testing.assert_array_equal(traj_pos[t], pos)
+            np.testing.assert_array_equal(traj_rot[t], rot)
 
 
 def test_no_self_collision():

@@ -10,6 +10,7 @@ Inertias are principal moments [kg m^2] in a frame at `com` rotated by `iquat` (
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -597,33 +598,77 @@ def quat_to_mat(q) -> np.ndarray:
     )
 
 
+def _cross_matrix(u) -> np.ndarray:
+    """[3, 3] K with K v = u x v."""
+    k = np.asarray(u, float)
+    return np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+
+
 def _axis_angle_mat(axis, angle: float) -> np.ndarray:
     """Rodrigues: [3, 3] rotation by `angle` [rad] about the unit `axis`."""
-    k = np.asarray(axis, float)
-    kx = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+    kx = _cross_matrix(axis)
     return np.eye(3) + math.sin(angle) * kx + (1 - math.cos(angle)) * kx @ kx
 
 
 def forward_kinematics(qpos, variant: str = "29dof") -> tuple[np.ndarray, np.ndarray]:
-    """World pose of every body for a MuJoCo qpos [7 + n] (pelvis xyz [m], quat wxyz, joints [rad]).
+    """World pose of every body for MuJoCo qpos [..., 7 + n] (pelvis xyz [m], quat wxyz, joints [rad]).
 
-    Returns positions [30, 3] [m] and rotation matrices [30, 3, 3], in `body_names()` order.
+    Returns positions [..., 30, 3] [m] and rotation matrices [..., 30, 3, 3], in `body_names()` order; a whole
+    trajectory [T, 7 + n] at once (numpy over T, one pass over the 30 bodies).
     """
     qpos = np.asarray(qpos, float)
-    jnames = [j.name for j in joints(variant)]
-    if qpos.shape != (7 + len(jnames),):
-        raise ValueError(f"qpos must have shape ({7 + len(jnames)},) for {variant}, got {qpos.shape}")
-    q = dict(zip(jnames, qpos[7:]))
-    pos, rot = {}, {}
-    for b in BODIES:
-        if b.parent is None:
-            pos[b.name], rot[b.name] = qpos[:3].copy(), quat_to_mat(qpos[3:7])
+    n = 7 + len(joints(variant))
+    if qpos.ndim == 0 or qpos.shape[-1] != n:
+        raise ValueError(f"qpos must have shape (..., {n}) for {variant}, got {qpos.shape}")
+    q = qpos.reshape(-1, n)
+    pos = np.empty((len(q), len(BODIES), 3))
+    rot = np.empty((len(q), len(BODIES), 3, 3))
+    for i, (parent, offset, fixed, qidx, axis_k) in enumerate(_chain(variant)):
+        if parent < 0:
+            pos[:, i], rot[:, i] = q[:, :3], _quat_to_mats(q[:, 3:7])
             continue
-        r = rot[b.parent] @ quat_to_mat(b.quat)
-        j = body_joint(b, variant)
-        pos[b.name] = pos[b.parent] + rot[b.parent] @ np.asarray(b.pos)
-        rot[b.name] = r @ _axis_angle_mat(j.axis, q[j.name]) if j is not None else r
-    return np.array([pos[n] for n in BODY_NAMES]), np.array([rot[n] for n in BODY_NAMES])
+        pos[:, i] = pos[:, parent] + rot[:, parent] @ offset
+        rot[:, i] = rot[:, parent] @ fixed
+        if qidx >= 0:  # Rodrigues about the joint axis: I + sin(a) K + (1 - cos(a)) K^2
+            a = q[:, qidx, None, None]
+            rot[:, i] = rot[:, i] @ (np.eye(3) + np.sin(a) * axis_k + (1.0 - np.cos(a)) * (axis_k @ axis_k))
+    batch = qpos.shape[:-1]
+    return pos.reshape(*batch, len(BODIES), 3), rot.reshape(*batch, len(BODIES), 3, 3)
+
+
+@functools.lru_cache(maxsize=None)
+def _chain(variant: str) -> tuple[tuple[int, np.ndarray, np.ndarray, int, np.ndarray], ...]:
+    """Per body (BODIES order, parents first): parent index (-1: root), offset [3] m and fixed rotation [3, 3] in
+    the parent frame, qpos index of its joint (-1: none or welded in `variant`), the joint axis' cross matrix."""
+    qidx = {j.name: 7 + k for k, j in enumerate(joints(variant))}
+    index = {b.name: i for i, b in enumerate(BODIES)}
+    out = []
+    for b in BODIES:
+        j = None if b.parent is None else body_joint(b, variant)
+        k = np.zeros((3, 3)) if j is None else _cross_matrix(j.axis)
+        out.append(
+            (
+                -1 if b.parent is None else index[b.parent],
+                np.asarray(b.pos, float),
+                quat_to_mat(b.quat),
+                -1 if j is None else qidx[j.name],
+                k,
+            )
+        )
+    return tuple(out)
+
+
+def _quat_to_mats(q: np.ndarray) -> np.ndarray:
+    """[T, 4] (w, x, y, z), any norm -> [T, 3, 3] rotation matrices."""
+    w, x, y, z = (q / np.linalg.norm(q, axis=-1, keepdims=True)).T
+    return np.stack(
+        [
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        -2,
+    )
 
 
 def default_joint_pos(variant: str = "29dof") -> np.ndarray:

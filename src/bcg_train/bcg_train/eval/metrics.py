@@ -40,15 +40,11 @@ class Kinematics:
 def kinematics(qpos: np.ndarray) -> Kinematics:
     """Body positions and sole heights of qpos [T, 36] (bodies in bcg_sim.g1.BODY_NAMES order)."""
     qpos = np.asarray(qpos, dtype=np.float64).reshape(-1, 36)
-    spheres = foot_sphere_positions()  # [4, 3] in the ankle-roll frame
-    pos = np.empty((len(qpos), len(BODY_NAMES), 3))
-    sole = np.empty((len(qpos), 2))
-    for t, q in enumerate(qpos):
-        p, r = forward_kinematics(q)
-        pos[t] = p
-        for k, i in enumerate(FOOT_INDEX):
-            sole[t, k] = float((p[i] + spheres @ r[i].T)[:, 2].min()) - FOOT_SPHERE_RADIUS
-    return Kinematics(pos, sole)
+    spheres = foot_sphere_positions()  # [S, 3] in the ankle-roll frame
+    pos, rot = forward_kinematics(qpos)  # [T, 30, 3], [T, 30, 3, 3]
+    feet = list(FOOT_INDEX)
+    centres_z = pos[:, feet, 2][..., None] + np.einsum("tfj,sj->tfs", rot[:, feet][:, :, 2], spheres)  # [T, 2, S]
+    return Kinematics(pos, centres_z.min(axis=-1) - FOOT_SPHERE_RADIUS)
 
 
 def tracking_error(body_pos_w: np.ndarray, ref_body_pos_w: np.ndarray) -> np.ndarray:
