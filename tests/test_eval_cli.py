@@ -42,6 +42,7 @@ def test_hold_policy_end_to_end(hold, tmp_path, capsys):
     assert d["train_pen_mm"] > 0 and d["mujoco_pen_mm"] > 0
     assert d["delta_d_mm"] == pytest.approx(d["train_pen_mm"] - d["mujoco_pen_mm"])
     assert d["train_falls"] == 0 and d["train_survival_s_mean"] == pytest.approx(0.6)  # upright in bcg_sim too
+    assert d["bcg"] is False and 0 < d["train_e_track_cm"] < 10
     for f in ("eval.md", "strip.png", "e_track.png", "joint_err.png", "root_height.png", "penetration.png", "slip.png"):
         assert (out / f).stat().st_size > 0, f
     assert "| 0/2 | 0/2 |" in (out / "eval.md").read_text()  # falls in MuJoCo, falls in bcg_sim
@@ -99,6 +100,7 @@ def test_mjcf_without_g1_joints(hold, tmp_path, capsys):
 def test_bad_option_values(hold, tmp_path, capsys):
     _one_error_line(capsys, main([str(hold), "--runs", "0", "--out", str(tmp_path / "o")]), "runs")
     _one_error_line(capsys, main([str(tmp_path / "nope"), "--out", str(tmp_path / "o")]), "does not exist")
+    _one_error_line(capsys, main([str(hold), "--bcg", "--no-delta-d", "--out", str(tmp_path / "o")]), "--bcg")
 
 
 def test_menagerie_mjcf_runs(hold, tmp_path, menagerie_g1_xml, capsys):

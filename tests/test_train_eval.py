@@ -76,3 +76,18 @@ def test_clip_tracking_runs_the_whole_clip_from_bcg_evals_noisy_starts(tmp_path)
     assert score["worlds"] == 2 and score["falls"] == 1.0  # zero actions on the motors' gains fall
     short = clip_tracking(pol, cfg, 2, 0.5, 300.0)
     assert short["survival_s"] == pytest.approx(0.5) and short["falls"] == 0.0
+
+
+def test_bcg_at_evaluation_changes_the_state_only_from_the_first_touchdown(tmp_path):
+    """Started in the jump's first flight: with BCG on, the bundle mean replaces the state after the landing,
+    so the two rollouts agree to the bit in the air and part afterwards."""
+    cfg = load_eval_config()
+    pol = _hold(tmp_path, "jump", "stand")
+    start = [1.25]  # stand 0.4 + crouch 0.5 + push 0.24 s: mid-flight (config/motions.yaml jump)
+    off = diffsim_rollouts(pol, cfg, [0], 0.6, 300.0, start, stop_at_falls=False)[0]
+    on = diffsim_rollouts(pol, cfg, [0], 0.6, 300.0, start, stop_at_falls=False, bcg=True)[0]
+    diff = np.abs(on.qpos - off.qpos).max(axis=-1)  # [T]
+    parted = np.flatnonzero(diff > 0)
+    assert parted.size, "no bundle merged: no touchdown in 0.6 s?"
+    assert 2 <= parted[0] <= 20, parted[0]  # after some steps in the air, within the 0.29 s left of the flight
+    assert diff[-1] > 1e-6

@@ -1,7 +1,7 @@
 """bcg-eval: an exported policy on its own reference clip in MuJoCo (sim-to-sim), with metrics.
 
     bcg-eval POLICY_DIR [--mjcf FILE] [--runs 5] [--seconds S] [--out DIR] [--kappa K]
-             [--noise Q DQ GYRO] [--latency S] [--ros] [--no-render] [--no-delta-d]
+             [--noise Q DQ GYRO] [--latency S] [--ros] [--no-render] [--no-delta-d] [--bcg]
 
 Writes DIR/eval.json, DIR/eval.md (table), one PNG per metric over time and DIR/strip.png (policy with the
 reference as a ghost). Falls n/N (pelvis < eval.fall_height), delta_d (bcg_sim minus MuJoCo mean foot
@@ -57,6 +57,11 @@ def _parser(cfg) -> argparse.ArgumentParser:
     ap.add_argument("--ros", action="store_true", help="run the ROS stack (bcg-sim2sim) and measure its bag")
     ap.add_argument("--no-render", action="store_true", help="skip the PNG strip")
     ap.add_argument("--no-delta-d", action="store_true", help="skip the bcg_sim rollout (delta_d)")
+    ap.add_argument(
+        "--bcg",
+        action="store_true",
+        help="that bcg_sim rollout with BCG on, as in training (bundle means replace the state after touchdowns)",
+    )
     ap.add_argument("--config", default="eval.yaml", help="eval config file (default config/eval.yaml)")
     return ap
 
@@ -96,6 +101,8 @@ def _run(args: argparse.Namespace, cfg) -> int:
         noise_dq_std=noise[1],
         noise_gyro_std=noise[2],
     ).validate("arguments")
+    if args.bcg and args.no_delta_d:
+        raise EvalError("--bcg sets how the bcg_sim rollout runs, and --no-delta-d skips that rollout")
     if args.ros and args.mjcf:
         raise EvalError("--ros runs the bridge's own model; --mjcf is for the Python path only")
     try:
@@ -103,7 +110,7 @@ def _run(args: argparse.Namespace, cfg) -> int:
     except Exception as exc:  # PolicyContractError / PolicyLoadError / YAML errors: one line
         raise EvalError(str(exc).splitlines()[0]) from exc
     result = evaluate(
-        policy, cfg, Path(args.out), args.mjcf, args.kappa, args.ros, not args.no_render, not args.no_delta_d
+        policy, cfg, Path(args.out), args.mjcf, args.kappa, args.ros, not args.no_render, not args.no_delta_d, args.bcg
     )
     print((Path(args.out) / "eval.md").read_text(), end="")
     c = result["contacts"]

@@ -60,11 +60,13 @@ def diffsim_rollouts(
     kappa: float | None = None,
     start_times: list[float] | None = None,
     stop_at_falls: bool = True,
+    bcg: bool = False,
 ) -> list[Rollout]:
     """One forward-only bcg_sim rollout per seed (the seeds' MuJoCo start states), batched as worlds.
     `start_times` [s]: each world starts at that time of the clip (default 0), with its own aligned copy of the
     reference. `stop_at_falls`: end when every world has fallen (else run all `seconds`; a fallen world's
-    motors hold their last targets)."""
+    motors hold their last targets). `bcg`: the state goes on as in training, the bundle mean replacing it H
+    steps after each touchdown (bundles are never cut: there are no rollout boundaries here)."""
     from bcg_policy_node.policy_runner import PolicyFault, PolicyRunner
     from bcg_sim.diffsim.backend import make_simulator
     from bcg_sim.diffsim.state import SimState, from_newton, to_newton
@@ -89,6 +91,12 @@ def diffsim_rollouts(
     )
     root_com_b = f32(sim.m.root_com_b)
     q, qd = to_newton(state, root_com_b)
+    env = None
+    if bcg:
+        from bcg_sim.diffsim.env import G1DiffEnv
+
+        env = G1DiffEnv(dataclasses.replace(sim_cfg, bcg=dataclasses.replace(sim_cfg.bcg, enabled=True)), n)
+        env.reset(state=state)
     runners = [PolicyRunner(policy, ref) for ref in refs]
     alive = np.ones(n, dtype=bool)
     dt = policy.contract.control_dt
@@ -123,9 +131,12 @@ def diffsim_rollouts(
                 except PolicyFault:
                     alive[i] = False
                     targets[i] = hist[-1][i, 7:]
-            out = sim.step(f32(targets), q, qd)
-            q, qd = out.joint_q, out.joint_qd
-            st = from_newton(q, qd, root_com_b)
+            if env is None:
+                out = sim.step(f32(targets), q, qd)
+                q, qd = out.joint_q, out.joint_qd
+                st = from_newton(q, qd, root_com_b)
+            else:  # the env's actions are the targets' offsets from the default pose in action_scale units
+                st = env.step((f32(targets) - env.default_joint_pos) / sim_cfg.actuation.action_scale).state
             hist.append(qpos(st))
             steps += 1
             alive &= hist[-1][:, 2] >= cfg.fall_height

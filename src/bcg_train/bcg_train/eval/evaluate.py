@@ -65,17 +65,20 @@ def run_mujoco(policy: Policy, cfg: EvalConfig, mjcf: str | None, seconds: float
     return out
 
 
-def delta_d(policy: Policy, cfg: EvalConfig, runs: list[dict], seconds: float, kappa: float | None) -> dict:
+def delta_d(
+    policy: Policy, cfg: EvalConfig, runs: list[dict], seconds: float, kappa: float | None, bcg: bool = False
+) -> dict:
     """The same policy from the same seeds' start states in the training simulator (bcg_sim, forward only) for
     the whole evaluation: Δd = its mean foot penetration minus MuJoCo's over the first min(seconds,
     diffsim_seconds) [mm] (positive = deeper in training), and its falls and survival beside MuJoCo's, so a
-    fall in MuJoCo can be told apart from one the policy also makes in the simulator it was trained in."""
+    fall in MuJoCo can be told apart from one the policy also makes in the simulator it was trained in. `bcg`:
+    that rollout with BCG on, the bundle mean replacing the state after each touchdown as in training."""
     from bcg_train.eval.diffsim_eval import diffsim_rollouts, sim_config_for
 
     window = min(seconds, cfg.diffsim_seconds)
     seeds = [r["seed"] for r in runs]
     t0 = time.monotonic()
-    train = diffsim_rollouts(policy, cfg, seeds, seconds, kappa)
+    train = diffsim_rollouts(policy, cfg, seeds, seconds, kappa, bcg=bcg)
     kappa_used = sim_config_for(policy, kappa).contact.kappa
     per_run = []
     for r, tr in zip(runs, train):
@@ -90,18 +93,21 @@ def delta_d(policy: Policy, cfg: EvalConfig, runs: list[dict], seconds: float, k
                 "delta_d_mm": t_sum["pen_window_mm"] - pm_,
                 "train_fell": t_sum["fell"],
                 "train_survival_s": t_sum["survival_s"],
+                "train_e_track_cm": t_sum["e_track_cm"],
             }
         )
     train_falls = int(sum(p["train_fell"] for p in per_run))
     _progress(
-        f"delta_d: bcg_sim rollouts ({len(seeds)} worlds x {seconds:.2f} s, kappa {kappa_used:g}) in "
-        f"{time.monotonic() - t0:.1f} s; falls there {train_falls}/{len(seeds)}"
+        f"delta_d: bcg_sim rollouts ({len(seeds)} worlds x {seconds:.2f} s, kappa {kappa_used:g}, BCG "
+        f"{'on' if bcg else 'off'}) in {time.monotonic() - t0:.1f} s; falls there {train_falls}/{len(seeds)}, "
+        f"E_track {np.mean([p['train_e_track_cm'] for p in per_run]):.2f} cm"
     )
     mean = lambda k: float(np.mean([p[k] for p in per_run]))  # noqa: E731
     std = lambda k: float(np.std([p[k] for p in per_run]))  # noqa: E731
     return {
         "window_s": window,
         "kappa": kappa_used,
+        "bcg": bcg,
         "train_pen_mm": mean("train_pen_mm"),
         "mujoco_pen_mm": mean("mujoco_pen_mm"),
         "delta_d_mm": mean("delta_d_mm"),
@@ -110,6 +116,8 @@ def delta_d(policy: Policy, cfg: EvalConfig, runs: list[dict], seconds: float, k
         "train_falls": train_falls,
         "train_survival_s_mean": mean("train_survival_s"),
         "train_survival_s_std": std("train_survival_s"),
+        "train_e_track_cm": mean("train_e_track_cm"),
+        "train_e_track_cm_std": std("train_e_track_cm"),
         "per_run": per_run,
     }
 
@@ -123,6 +131,7 @@ def evaluate(
     ros: bool = False,
     render: bool = True,
     with_delta_d: bool = True,
+    bcg: bool = False,
 ) -> dict:
     """Evaluate and write the output folder; returns the eval.json content."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -171,7 +180,7 @@ def evaluate(
         c["ok"] = not c["mujoco_warnings"] and not c["missed_contacts"]
         if not c["ok"]:
             _progress(f"WARNING: MuJoCo contacts: {c}")
-    result["delta_d"] = delta_d(policy, cfg, runs, seconds, kappa) if with_delta_d else None
+    result["delta_d"] = delta_d(policy, cfg, runs, seconds, kappa, bcg) if with_delta_d else None
     write_json(out_dir / "eval.json", result)
     (out_dir / "eval.md").write_text(markdown_table(EVAL_HEADERS, [eval_row(result)]))
     plot_series(out_dir, [r["series"] for r in runs])
