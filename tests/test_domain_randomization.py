@@ -264,6 +264,24 @@ def test_task_draws_world_physics_per_episode_reproducibly_per_seed(tmp_path):
     assert off.task.physics_keys == [] and off.env.world_params is None
 
 
+def test_the_ramp_grows_the_physics_ranges_and_the_delay_share_over_its_iterations(tmp_path):
+    """task.randomize.ramp_iterations 10: the episodes of iteration 0 run the nominal robot with no delay,
+    those of iteration 5 half the ranges, from iteration 10 on the full ones; logged as randomize_share."""
+    r = _trainer(tmp_path / "ramp", n=64, **ON, action_delay_prob=1.0, ramp_iterations=10)
+    p0 = r.env.world_params  # the first episodes, drawn at build (iteration 0)
+    assert torch.equal(p0.friction_scale, torch.ones_like(p0.friction_scale))
+    assert torch.equal(p0.kp_scale, torch.ones_like(p0.kp_scale)) and float(p0.com_offset_b.abs().max()) == 0
+    assert not bool(r.task.delayed.any())
+    for iteration, share in ((5, 0.5), (10, 1.0), (40, 1.0)):
+        r.task.begin_iteration(iteration)
+        r.task.reset()
+        p = r.env.world_params
+        dev = float((p.friction_scale - 1).abs().max())
+        assert 0.35 * share < dev <= 0.5 * share + 1e-12, (iteration, dev)  # friction_scale [0.5, 1.5]
+        assert 0.3 * share < float(r.task.delayed.float().mean()) <= share  # action_delay_prob 1 x share
+        assert r.task.end_iteration()["randomize_share"] == share
+
+
 def test_newton_backend_refuses_per_world_physics(tmp_path):
     """The newton backend cannot run per-world constants: the task names the backend and the key in a one-line
     ConfigError, and the env refuses non-nominal params (nominal ones are its own model, accepted)."""

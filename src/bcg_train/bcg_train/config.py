@@ -70,6 +70,9 @@ class RandomizeConfig:
     pelvis_mass_scale: list[float] = field(default_factory=lambda: [1.0, 1.0])  # x pelvis mass and inertia
     torso_mass_scale: list[float] = field(default_factory=lambda: [1.0, 1.0])  # x torso_link mass and inertia
     torso_com_offset: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])  # [m] +- torso COM, torso frame
+    # the per-world physics ranges and action_delay_prob grow linearly from none to the above over the first this
+    # many iterations (0: in full from the first): a skill first learned on the nominal robot, then made robust
+    ramp_iterations: int = 0
 
     def physics_keys_on(self) -> list[str]:
         """The per-world physics keys whose range is not the identity (none: every world runs the sim config)."""
@@ -254,6 +257,7 @@ class TrainConfig:
             "noise levels must be >= 0",
         )
         need(0 <= rz.action_delay_prob <= 1, "task.randomize.action_delay_prob", "must be in [0, 1]")
+        need(rz.ramp_iterations >= 0, "task.randomize.ramp_iterations", f"must be >= 0, got {rz.ramp_iterations}")
         for key in PHYSICS_SCALE_KEYS:
             r = getattr(rz, key)
             need(

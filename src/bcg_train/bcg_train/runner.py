@@ -355,6 +355,7 @@ class Trainer:
 
     def _iteration(self, t0: float) -> None:
         """One algorithm iteration and its metrics.csv row."""
+        self.task.begin_iteration(self.iteration)
         self.task.apply_pushes()
         m = self.algo.iteration()
         m.update(self.task.end_iteration())

@@ -192,6 +192,7 @@ class Task:
         ]
         self.obs_noise_std = torch.cat(std).to(self.device)  # [n_obs]
         self.physics_keys = rz.physics_keys_on()  # per-world physics drawn at each start (none: the sim config's)
+        self.randomize_share = 0.0 if rz.ramp_iterations else 1.0  # of the physics ranges and the delay share
         if self.physics_keys:
             key = f"task.randomize.{self.physics_keys[0]}"
             if env.cfg.backend != "native":
@@ -214,19 +215,27 @@ class Task:
         self.steps[ids] = 0
         self.last_action = self.last_action.index_put((ids,), torch.zeros(ids.numel(), 29, device=self.device))
         self.push_timer[ids.cpu()] = self._push_gap(ids.numel())
-        delayed = torch.rand(ids.numel(), generator=self.gen) < self.cfg.task.randomize.action_delay_prob
+        delay_prob = self.randomize_share * self.cfg.task.randomize.action_delay_prob
+        delayed = torch.rand(ids.numel(), generator=self.gen) < delay_prob
         self.delayed = self.delayed.index_put((ids,), delayed.to(self.device))
         if self.physics_keys:  # drawn last and only when on: a run without it keeps its random stream
             self.env.set_world_params(ids, self.draw_world_params(ids.numel()))
 
     def draw_world_params(self, n: int):
-        """Per-world physics of n new episodes (bcg_sim.diffsim.WorldParams.draw) in task.randomize's ranges, from
-        the task's generator."""
+        """Per-world physics of n new episodes (bcg_sim.diffsim.WorldParams.draw) in task.randomize's ranges,
+        shrunk towards the nominal robot by `randomize_share` (the ramp), from the task's generator."""
         from bcg_sim.diffsim.world_params import WorldParams
 
-        rz = self.cfg.task.randomize
-        ranges = {k: getattr(rz, k) for k in (*PHYSICS_SCALE_KEYS, "torso_com_offset")}
+        rz, s = self.cfg.task.randomize, self.randomize_share
+        ranges = {k: [1.0 + s * (x - 1.0) for x in getattr(rz, k)] for k in PHYSICS_SCALE_KEYS}
+        ranges["torso_com_offset"] = [s * x for x in rz.torso_com_offset]
         return WorldParams.draw(n, self.gen, **ranges)
+
+    def begin_iteration(self, iteration: int) -> None:
+        """Set the randomization ramp (task.randomize.ramp_iterations) for the episodes that start in iteration
+        `iteration` (0-based)."""
+        ramp = self.cfg.task.randomize.ramp_iterations
+        self.randomize_share = min(1.0, iteration / ramp) if ramp else 1.0
 
     def start_weights(self) -> torch.Tensor:
         """Probability of each start bin [n_bins] (frame-0 starts aside): uniform_floor spread evenly, the rest
@@ -336,7 +345,11 @@ class Task:
         self._bin_fails.zero_()
         self._bin_visits.zero_()
         peak = int(torch.argmax(self.hazard))
-        return {"hazard_peak": float(self.hazard[peak]), "hazard_peak_s": peak * self.bin_frames / self._control_hz}
+        return {
+            "hazard_peak": float(self.hazard[peak]),
+            "hazard_peak_s": peak * self.bin_frames / self._control_hz,
+            "randomize_share": self.randomize_share,
+        }
 
     # ------------------------------------------------------------------ kinematics
     def ref_kinematics(self, frames: torch.Tensor) -> Kinematics:
