@@ -384,6 +384,12 @@ def run_cells(cells: list[tuple], n: int, horizon: int, repeats: int) -> list[di
     return results
 
 
+def _median_range(ratios: list[float]) -> str:
+    """Median and range of on/off ratios, e.g. "1.23x (1.10-1.40x)"."""
+    x = np.array(ratios)
+    return f"{np.median(x):.2f}x ({x.min():.2f}-{x.max():.2f}x)"
+
+
 def overhead_pairs(n: int, horizon: int, repeats: int, pairs: int) -> None:
     """Native BCG overhead (time on / off) from `pairs` alternating off/on cells, one process and two."""
     b = load_sim_config().bcg
@@ -409,11 +415,10 @@ def overhead_pairs(n: int, horizon: int, repeats: int, pairs: int) -> None:
                 f"{on / off:.2f}x (CPU {cpu_off:.2f} / {cpu_on:.2f} s, {cpu_on / cpu_off:.2f}x){halves}",
                 flush=True,
             )
-        r, c = np.array(ratios), np.array(cpu_ratios)
+        r = np.array(ratios)
         print(
             f"{procs} process{'es' if procs > 1 else ''}: overhead median {np.median(r):.2f}x (range "
-            f"{r.min():.2f}-{r.max():.2f}x over {pairs} pairs); CPU time median {np.median(c):.2f}x "
-            f"({c.min():.2f}-{c.max():.2f}x)",
+            f"{r.min():.2f}-{r.max():.2f}x over {pairs} pairs); CPU time median {_median_range(cpu_ratios)}",
             flush=True,
         )
 
@@ -442,12 +447,10 @@ def dr_pairs(n: int, horizon: int, repeats: int, pairs: int) -> None:
             f"{ratios[-1]:.2f}x, CPU {cpu_ratios[-1]:.2f}x",
             flush=True,
         )
-    r, c = np.array(ratios), np.array(cpu_ratios)
     print(
         f"randomization off {np.median(sps[False]):.0f} samples/s, "
         f"on {np.median(sps[True]):.0f} samples/s (medians); "
-        f"time on/off median {np.median(r):.2f}x ({r.min():.2f}-{r.max():.2f}x), CPU time median {np.median(c):.2f}x "
-        f"({c.min():.2f}-{c.max():.2f}x)",
+        f"time on/off median {_median_range(ratios)}, CPU time median {_median_range(cpu_ratios)}",
         flush=True,
     )
 

@@ -32,18 +32,6 @@ from launch_ros.actions import Node
 
 from launch import LaunchContext, LaunchDescription
 
-# Topics a deployment bag records (bags.DEFAULT_TOPICS in bcg_policy_node).
-RECORD_TOPICS = [
-    "/lowstate",
-    "/lowcmd",
-    "/joint_states",
-    "/diagnostics",
-    "/reference/joint_states",
-    "/reference/root_pose",
-    "/policy_node/transitions",
-    "/sim/ground_truth",
-]
-
 REFERENCE_TF_PREFIX = "reference"  # TF prefix of the reference ghost (config/g1.rviz uses the same)
 
 ARGUMENTS = {
@@ -184,8 +172,11 @@ def _nodes(context: LaunchContext) -> list:
         )
     record = context.perform_substitution(LaunchConfiguration("record"))
     if record:
+        # The topics bcg-record and bcg-sim2sim record too; imported only here, as only a recording needs bags.
+        from bcg_policy_node.bags import DEFAULT_TOPICS
+
         actions.append(
-            ExecuteProcess(cmd=["ros2", "bag", "record", "-s", "mcap", "-o", record, *RECORD_TOPICS], output="screen")
+            ExecuteProcess(cmd=["ros2", "bag", "record", "-s", "mcap", "-o", record, *DEFAULT_TOPICS], output="screen")
         )
     return actions
 

@@ -212,12 +212,10 @@ ON = {
 
 
 def _trainer(tmp_path, seed=0, n=4, **randomize):
-    from bcg_train.config import load_train_config
-    from bcg_train.dist import Comm
-    from bcg_train.runner import Trainer
+    from train_helpers import tiny_trainer
 
-    cfg = load_train_config(
-        "tiny",
+    return tiny_trainer(
+        tmp_path,
         {
             "algo": "shac",
             "num_envs": n,
@@ -226,9 +224,6 @@ def _trainer(tmp_path, seed=0, n=4, **randomize):
             "task": {"motion": "dance", "randomize": randomize},
         },
     )
-    r = Trainer(cfg, tmp_path, Comm(), 1, resume=False)
-    r.build()
-    return r
 
 
 def test_task_draws_world_physics_per_episode_reproducibly_per_seed(tmp_path):

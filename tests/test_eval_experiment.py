@@ -48,9 +48,8 @@ def cfg(tmp_path_factory) -> Path:
     tmp_path = tmp_path_factory.mktemp("experiment")
     trainer = tmp_path / "trainer.py"
     trainer.write_text(textwrap.dedent(TRAINER))
-    data = yaml.safe_load((config_dir() / "eval.yaml").read_text())
     hold = export_hold(str(tmp_path / "hold"), ("onnx",))
-    data["experiment"]["train_command"] = [
+    train_command = [
         sys.executable,
         str(trainer),
         str(hold),
@@ -71,10 +70,41 @@ def cfg(tmp_path_factory) -> Path:
         "--out",
         "{out}",
     ]
+    return _short_eval_config(tmp_path / "eval.yaml", train_command)
+
+
+def _short_eval_config(path: Path, train_command: list[str] | None = None) -> Path:
+    """config/eval.yaml with one 0.2 s evaluation run per cell (and a 0.2 s bcg_sim rollout), written to path.
+
+    train_command replaces the experiment's trainer; None keeps the real bcg-train.
+    """
+    data = yaml.safe_load((config_dir() / "eval.yaml").read_text())
+    if train_command is not None:
+        data["experiment"]["train_command"] = train_command
     data["eval"].update(runs=1, seconds=0.2, diffsim_seconds=0.2)
-    p = tmp_path / "eval.yaml"
-    p.write_text(yaml.safe_dump(data))
-    return p
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _dance_k300_tiny(command: str, out: Path, config: Path, budget: str, *extra: str) -> list[str]:
+    """bcg-experiment arguments for the real bcg-train: motion dance, kappa 300, tiny preset, no PNG strips."""
+    return [
+        command,
+        "--out",
+        str(out),
+        "--motions",
+        "dance",
+        "--kappas",
+        "300",
+        "--preset",
+        "tiny",
+        "--budget",
+        budget,
+        "--no-render",
+        "--config",
+        str(config),
+        *extra,
+    ]
 
 
 def test_stiffness_table_report_and_resume(cfg, tmp_path, capsys):
@@ -134,36 +164,9 @@ def test_gradvar_and_curves_from_training_logs(cfg, tmp_path, capsys):
 def test_all_with_the_real_trainer(tmp_path, capsys):
     """`all` on one motion and kappa with bcg-train's tiny preset, two cells at a time: SHAC+BCG, PPO and SHAC
     train, the first two are evaluated, and every section comes from the trainer's own logs."""
-    data = yaml.safe_load((config_dir() / "eval.yaml").read_text())
-    data["eval"].update(runs=1, seconds=0.2, diffsim_seconds=0.2)
-    p = tmp_path / "eval.yaml"
-    p.write_text(yaml.safe_dump(data))
+    p = _short_eval_config(tmp_path / "eval.yaml")
     out = tmp_path / "res"
-    assert (
-        main(
-            [
-                "all",
-                "--out",
-                str(out),
-                "--motions",
-                "dance",
-                "--kappas",
-                "300",
-                "--kappa",
-                "300",
-                "--preset",
-                "tiny",
-                "--budget",
-                "2it",
-                "--jobs",
-                "2",
-                "--no-render",
-                "--config",
-                str(p),
-            ]
-        )
-        == 0
-    )
+    assert main(_dance_k300_tiny("all", out, p, "2it", "--kappa", "300", "--jobs", "2")) == 0
     cells = sorted(d.name for d in (out / "cells").iterdir())
     assert cells == ["dance_ppo_k300_s0", "dance_shac-bcg_k300_s0", "dance_shac_k300_s0"]
     assert (out / "cells/dance_ppo_k300_s0/eval/eval.json").is_file()
@@ -185,10 +188,7 @@ def test_all_with_the_real_trainer(tmp_path, capsys):
 def test_resume_continues_an_interrupted_cell(tmp_path, capsys):
     """A cell whose bcg-train was stopped by SIGTERM (checkpoint, no policy) is continued by --resume from that
     checkpoint up to the experiment's budget, not restarted, then evaluated."""
-    data = yaml.safe_load((config_dir() / "eval.yaml").read_text())
-    data["eval"].update(runs=1, seconds=0.2, diffsim_seconds=0.2)
-    p = tmp_path / "eval.yaml"
-    p.write_text(yaml.safe_dump(data))
+    p = _short_eval_config(tmp_path / "eval.yaml")
     out = tmp_path / "res"
     cell = out / "cells" / "dance_shac-bcg_k300_s0"
     cmd = [
@@ -223,24 +223,7 @@ def test_resume_continues_an_interrupted_cell(tmp_path, capsys):
     done = [int(r["iteration"]) for r in csv.DictReader(open(cell / "metrics.csv"))]
     assert not (cell / "policy").exists() and done
     budget = done[-1] + 2
-    args = [
-        "stiffness",
-        "--out",
-        str(out),
-        "--motions",
-        "dance",
-        "--kappas",
-        "300",
-        "--preset",
-        "tiny",
-        "--budget",
-        f"{budget}it",
-        "--no-render",
-        "--config",
-        str(p),
-        "--resume",
-    ]
-    assert main(args) == 0
+    assert main(_dance_k300_tiny("stiffness", out, p, f"{budget}it", "--resume")) == 0
     assert "resumed from checkpoints/last.pt" in capsys.readouterr().err
     rows = [int(r["iteration"]) for r in csv.DictReader(open(cell / "metrics.csv"))]
     assert rows[-1] == budget and rows.count(1) == 1  # continued to the budget, iteration 1 logged once

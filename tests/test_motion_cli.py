@@ -87,25 +87,19 @@ def test_convert_a_window_of_a_lafan1_clip(cache: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "bad.npz").exists()
 
 
+def _render_strip(
+    clip: str, out: Path, frames: int, width: int, height: int, *extra: str, cache: Path
+) -> subprocess.CompletedProcess:
+    """`bcg-motion render CLIP -o OUT`: a PNG strip of `frames` frames of width x height pixels each."""
+    args = ("--frames", str(frames), "--width", str(width), "--height", str(height))
+    return _cli("render", clip, "-o", str(out), *args, *extra, cache=cache)
+
+
 def test_render_png_strip(cache: Path, tmp_path: Path) -> None:
     import imageio.v2 as imageio
 
     out = tmp_path / "strip.png"
-    r = _cli(
-        "render",
-        "run",
-        "-o",
-        str(out),
-        "--frames",
-        "2",
-        "--width",
-        "96",
-        "--height",
-        "128",
-        "--ghost",
-        "dance",
-        cache=cache,
-    )
+    r = _render_strip("run", out, 2, 96, 128, "--ghost", "dance", cache=cache)
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr  # renderer closed before exit
     img = imageio.imread(out)
@@ -125,23 +119,7 @@ def test_render_window_with_time_stamps(cache: Path, tmp_path: Path) -> None:
     import imageio.v2 as imageio
 
     out = tmp_path / "window.png"
-    r = _cli(
-        "render",
-        "jump",
-        "-o",
-        str(out),
-        "--frames",
-        "3",
-        "--width",
-        "64",
-        "--height",
-        "80",
-        "--start",
-        "1.0",
-        "--end",
-        "2.0",
-        cache=cache,
-    )
+    r = _render_strip("jump", out, 3, 64, 80, "--start", "1.0", "--end", "2.0", cache=cache)
     assert r.returncode == 0, r.stderr
     assert "from 1.00 s over 1.00 s" in r.stdout, r.stdout
     img = imageio.imread(out)

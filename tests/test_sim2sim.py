@@ -35,30 +35,24 @@ def _export_constant(out):
     return export_policy(ConstantAction(), c, out, ("onnx",))
 
 
+def _sim2sim(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "bcg_policy_node.sim2sim", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     isolated_domain()
     d = tmp_path_factory.mktemp("sim2sim")
     hold = export_hold(str(d / "hold"), ("onnx",))  # what `bcg-policy export-hold` writes
     bag = d / "bag"
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bcg_policy_node.sim2sim",
-            "--policy",
-            str(hold),
-            "--duration",
-            str(SIM_S),
-            "--fast",
-            "--start",
-            "--record",
-            str(bag),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
+    r = _sim2sim(
+        "--policy", str(hold), "--duration", str(SIM_S), "--fast", "--start", "--record", str(bag), timeout=600
     )  # a hang guard: slow under load
     return r, d, hold, bag
 
@@ -82,36 +76,24 @@ def test_policy_runs_and_robot_stays_up(run):
     assert "pelvis height 0.7" in r.stdout
 
 
+def _check_policy(bag, policy) -> subprocess.CompletedProcess:
+    """`bcg-replay BAG --check-policy POLICY`: re-runs the bag's RUN segments through the policy folder."""
+    return subprocess.run(
+        [sys.executable, "-m", "bcg_policy_node.replay", str(bag), "--check-policy", str(policy)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+
+
 def test_check_policy_on_recorded_bag(run):
     _, d, hold, bag = run
-    ok = subprocess.run(
-        [sys.executable, "-m", "bcg_policy_node.replay", str(bag), "--check-policy", str(hold)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-    )
+    ok = _check_policy(bag, hold)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "OK" in ok.stdout and "max 0.000e+00 rad" in ok.stdout
-    other = _export_constant(d / "const")
-    bad = subprocess.run(
-        [sys.executable, "-m", "bcg_policy_node.replay", str(bag), "--check-policy", str(other)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-    )
+    bad = _check_policy(bag, _export_constant(d / "const"))
     assert bad.returncode == 1 and "MISMATCH" in bad.stdout, bad.stdout + bad.stderr
-
-
-def _sim2sim(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "bcg_policy_node.sim2sim", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-    )
 
 
 def test_start_that_never_reaches_run_exits_non_zero(run):

@@ -7,10 +7,9 @@ import dataclasses as dc
 import math
 
 import torch
+from train_helpers import QUIET, tiny_trainer
 
 from bcg_train.algorithm import all_finite
-from bcg_train.config import load_train_config
-from bcg_train.dist import Comm
 from bcg_train.runner import Trainer
 
 
@@ -18,22 +17,7 @@ def _trainer(tmp_path, **over) -> Trainer:
     base = {"algo": "shac", "budget": "100it", "reward": {"kind": "tracking"}}
     for k, v in over.items():
         base[k] = {**base.get(k, {}), **v} if isinstance(v, dict) else v
-    cfg = load_train_config("tiny", base)
-    r = Trainer(cfg, tmp_path, Comm(), 1, resume=False)
-    r.build()
-    return r
-
-
-QUIET = {
-    "reset_joint_noise": 0.0,
-    "reset_root_vel_noise": 0.0,
-    "reset_root_ang_vel_noise": 0.0,
-    "push_lin_vel": 0.0,
-    "obs_joint_pos": 0.0,
-    "obs_joint_vel": 0.0,
-    "obs_ang_vel": 0.0,
-    "obs_gravity": 0.0,
-}
+    return tiny_trainer(tmp_path, base)
 
 
 def _snapshot(r: Trainer):

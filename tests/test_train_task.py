@@ -7,29 +7,12 @@ import math
 
 import pytest
 import torch
-
-from bcg_train.config import load_train_config
-from bcg_train.dist import Comm
-from bcg_train.runner import Trainer
-
-QUIET = {
-    "reset_joint_noise": 0.0,
-    "reset_root_vel_noise": 0.0,
-    "reset_root_ang_vel_noise": 0.0,
-    "push_lin_vel": 0.0,
-    "obs_joint_pos": 0.0,
-    "obs_joint_vel": 0.0,
-    "obs_ang_vel": 0.0,
-    "obs_gravity": 0.0,
-}
+from train_helpers import QUIET, tiny_trainer
 
 
 def _task(tmp_path, n=2, motion="dance", **task):
     task = {"motion": motion, "randomize": {**QUIET, **task.pop("randomize", {})}, **task}
-    cfg = load_train_config("tiny", {"algo": "shac", "num_envs": n, "reward": {"kind": "tracking"}, "task": task})
-    r = Trainer(cfg, tmp_path, Comm(), 1, resume=False)
-    r.build()
-    return r.task
+    return tiny_trainer(tmp_path, {"algo": "shac", "num_envs": n, "reward": {"kind": "tracking"}, "task": task}).task
 
 
 def _moved(task, dz=0.0, dx=0.0, roll=0.0):

@@ -59,6 +59,9 @@ def _body(
 # Kinematic and inertial figures of the real robot (Unitree G1 29-DoF, rev 1.0), transcribed from Unitree's
 # published description as packaged in MuJoCo Menagerie (unitree_g1/g1.xml, BSD-3-Clause, (c) Unitree
 # Robotics). Bodies are listed in MuJoCo's depth-first order; the root's pose comes from `default_qpos`.
+# The right side is written out rather than mirrored from the left so that each row matches its source:
+# Menagerie gives most right-side principal axes (iquat) in another but equivalent form, the right knee's
+# inertia differs slightly and the right shoulder sits at y = -0.10021 (left +0.10022).
 BODIES: tuple[Body, ...] = (
     _body(
         "pelvis",
