@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from bcg_sim.g1.joints import JOINTS_29, Joint, joints
+from bcg_sim.quat import normalize as quat_normalize
+from bcg_sim.quat import to_matrix as quat_to_matrix
 
 Vec3 = tuple[float, float, float]
 Quat = tuple[float, float, float, float]
@@ -628,7 +630,7 @@ def forward_kinematics(qpos, variant: str = "29dof") -> tuple[np.ndarray, np.nda
     rot = np.empty((len(q), len(BODIES), 3, 3))
     for i, (parent, offset, fixed, qidx, axis_k) in enumerate(_chain(variant)):
         if parent < 0:
-            pos[:, i], rot[:, i] = q[:, :3], _quat_to_mats(q[:, 3:7])
+            pos[:, i], rot[:, i] = q[:, :3], quat_to_matrix(quat_normalize(q[:, 3:7]))
             continue
         pos[:, i] = pos[:, parent] + rot[:, parent] @ offset
         rot[:, i] = rot[:, parent] @ fixed
@@ -659,19 +661,6 @@ def _chain(variant: str) -> tuple[tuple[int, np.ndarray, np.ndarray, int, np.nda
             )
         )
     return tuple(out)
-
-
-def _quat_to_mats(q: np.ndarray) -> np.ndarray:
-    """[T, 4] (w, x, y, z), any norm -> [T, 3, 3] rotation matrices."""
-    w, x, y, z = (q / np.linalg.norm(q, axis=-1, keepdims=True)).T
-    return np.stack(
-        [
-            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        -2,
-    )
 
 
 def default_joint_pos(variant: str = "29dof") -> np.ndarray:
