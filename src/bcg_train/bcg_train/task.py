@@ -192,7 +192,7 @@ class Task:
         ]
         self.obs_noise_std = torch.cat(std).to(self.device)  # [n_obs]
         self.physics_keys = rz.physics_keys_on()  # per-world physics drawn at each start (none: the sim config's)
-        self.randomize_share = 0.0 if rz.ramp_iterations else 1.0  # of the physics ranges and the delay share
+        self.begin_iteration(0)  # sets randomize_share, of the physics ranges and the delay share
         if self.physics_keys:
             key = f"task.randomize.{self.physics_keys[0]}"
             if env.cfg.backend != "native":
