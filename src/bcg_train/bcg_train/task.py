@@ -416,7 +416,7 @@ class Task:
     def env_action(self, action: torch.Tensor) -> torch.Tensor:
         """Env actions [N, 29] that make the PD targets of the contract's action_to_target(action)."""
         target = self.contract.action_to_target(action)
-        return (target - self.env.default_joint_pos) / self.env.cfg.actuation.action_scale
+        return self.env.action_for_target(target)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:

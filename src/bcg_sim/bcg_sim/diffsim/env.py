@@ -256,6 +256,10 @@ class G1DiffEnv:
         for (w, f), q, qd, j in zip(hits, q0, qd0, skips):
             self.bundler.start(w, f, q, qd, skip=j)
 
+    def action_for_target(self, target: torch.Tensor) -> torch.Tensor:
+        """The actions [N, 29] whose PD targets are `target` [N, 29] rad (the inverse of `step`'s mapping)."""
+        return (target - self.default_joint_pos) / self.cfg.actuation.action_scale
+
     def step(self, actions: torch.Tensor) -> EnvStep:
         """Apply actions [N, 29] for one control period (cfg.substeps substeps)."""
         if tuple(actions.shape) != (self.num_worlds, NUM_JOINTS):

@@ -74,7 +74,12 @@ def diffsim_rollouts(
 
     sim_cfg = sim_config_for(policy, kappa)
     n = len(seeds)
-    sim = make_simulator(sim_cfg, n)  # the configured training backend (config/sim.yaml)
+    env = None  # with `bcg`: the training env, whose own simulator steps the worlds (bundles need its Bundler)
+    if bcg:
+        from bcg_sim.diffsim.env import G1DiffEnv
+
+        env = G1DiffEnv(dataclasses.replace(sim_cfg, bcg=dataclasses.replace(sim_cfg.bcg, enabled=True)), n)
+    sim = make_simulator(sim_cfg, n) if env is None else env.sim  # the configured training backend (config/sim.yaml)
     t0 = [0.0] * n if start_times is None else [float(t) for t in start_times]
     if len(t0) != n:
         raise EvalError(f"{len(t0)} start times for {n} seeds")
@@ -91,11 +96,7 @@ def diffsim_rollouts(
     )
     root_com_b = f32(sim.m.root_com_b)
     q, qd = to_newton(state, root_com_b)
-    env = None
-    if bcg:
-        from bcg_sim.diffsim.env import G1DiffEnv
-
-        env = G1DiffEnv(dataclasses.replace(sim_cfg, bcg=dataclasses.replace(sim_cfg.bcg, enabled=True)), n)
+    if env is not None:
         env.reset(state=state)
     runners = [PolicyRunner(policy, ref) for ref in refs]
     alive = np.ones(n, dtype=bool)
@@ -135,8 +136,8 @@ def diffsim_rollouts(
                 out = sim.step(f32(targets), q, qd)
                 q, qd = out.joint_q, out.joint_qd
                 st = from_newton(q, qd, root_com_b)
-            else:  # the env's actions are the targets' offsets from the default pose in action_scale units
-                st = env.step((f32(targets) - env.default_joint_pos) / sim_cfg.actuation.action_scale).state
+            else:
+                st = env.step(env.action_for_target(f32(targets))).state
             hist.append(qpos(st))
             steps += 1
             alive &= hist[-1][:, 2] >= cfg.fall_height
