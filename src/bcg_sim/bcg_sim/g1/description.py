@@ -592,15 +592,8 @@ def total_mass(variant: str = "29dof") -> float:
 
 # --- kinematics ---------------------------------------------------------------------------------------------
 def quat_to_mat(q) -> np.ndarray:
-    """(w, x, y, z) -> [3, 3] rotation matrix."""
-    w, x, y, z = np.asarray(q, float) / np.linalg.norm(q)
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
+    """(w, x, y, z), any norm -> [3, 3] rotation matrix (MJCF quaternions need not be unit)."""
+    return quat_to_matrix(quat_normalize(np.asarray(q, float)))
 
 
 def _cross_matrix(u) -> np.ndarray:
