@@ -169,8 +169,8 @@ def main(argv=None) -> None:
         "--compare-config",
         default=None,
         metavar="YAML",
-        help="with --shac: only the native cells (BCG off and on, one process, one thread) of "
-        "config/sim.yaml and of this sim config, interleaved --overhead-pairs times (default 1)",
+        help="with --shac: only the native cells (BCG off and on, one thread per process) of config/sim.yaml "
+        "and of this sim config, in one process and in two, interleaved --overhead-pairs times (default 1)",
     )
     ap.add_argument(
         "--dr-pairs",
@@ -456,34 +456,38 @@ def dr_pairs(n: int, horizon: int, repeats: int, pairs: int) -> None:
 
 
 def compare_configs(config: str, n: int, horizon: int, repeats: int, pairs: int) -> None:
-    """Native SHAC cells (one process, one thread), BCG off and on, of config/sim.yaml and of `config`, interleaved
+    """Native SHAC cells (one thread per process), BCG off and on, of config/sim.yaml and of `config`, in one
+    process (N worlds) and in two at once (N/2 each, both cores; the slower half sets the pace), interleaved
     `pairs` times (this machine's timings wander: interleaving shares that out); medians and their ratio."""
     print(
-        f"\nSHAC-shaped iteration, native, N={n} x {horizon}, kappa 300, policy gains, one process, one thread: "
+        f"\nSHAC-shaped iteration, native, N={n} x {horizon}, kappa 300, policy gains, one thread per process: "
         f"config/sim.yaml vs {config}, {pairs} interleaved round(s)",
         flush=True,
     )
-    sps: dict[tuple, list] = {}
-    dts = {}
-    for k in range(pairs):
+    for procs in (1, 2):
+        layout = "one process" if procs == 1 else f"{procs} processes of {n // procs} worlds"
+        sps: dict[tuple, list] = {}
+        for k in range(pairs):
+            for bcg in (False, True):
+                for c in ("sim", config):
+                    group = run_cells([[("native", bcg, 1, n // procs, c)] * procs], n, horizon, repeats)[0]
+                    seconds = max(g["seconds"] for g in group)
+                    cpu = max(g["cpu_seconds"] for g in group)
+                    sps.setdefault((c, bcg), []).append(n * horizon / seconds)
+                    r = group[0]
+                    print(
+                        f"  {layout}, round {k + 1}: {c} (dt {r['sim_dt'] * 1e3:g} ms, {r['substeps']} substeps) "
+                        f"BCG {'on ' if bcg else 'off'}: {seconds:.2f} s/iter, {n * horizon / seconds:.0f} "
+                        f"samples/s, CPU {cpu:.2f} s, {sum(g['bundles'] for g in group)} bundles",
+                        flush=True,
+                    )
         for bcg in (False, True):
-            for c in ("sim", config):
-                r = run_cells([[("native", bcg, 1, None, c)]], n, horizon, repeats)[0][0]
-                sps.setdefault((c, bcg), []).append(r["samples_per_s"])
-                dts[c] = (r["sim_dt"], r["substeps"])
-                print(
-                    f"  round {k + 1}: {c} (dt {r['sim_dt'] * 1e3:g} ms, {r['substeps']} substeps) BCG "
-                    f"{'on ' if bcg else 'off'}: {r['seconds']:.2f} s/iter, {r['samples_per_s']:.0f} samples/s, "
-                    f"CPU {r['cpu_seconds']:.2f} s, {r['bundles']} bundles",
-                    flush=True,
-                )
-    for bcg in (False, True):
-        a, b = np.median(sps[("sim", bcg)]), np.median(sps[(config, bcg)])
-        print(
-            f"BCG {'on ' if bcg else 'off'}: config/sim.yaml {a:.0f} samples/s, {config} {b:.0f} samples/s: "
-            f"{b / a:.2f}x",
-            flush=True,
-        )
+            a, b = np.median(sps[("sim", bcg)]), np.median(sps[(config, bcg)])
+            print(
+                f"{layout}, BCG {'on ' if bcg else 'off'}: config/sim.yaml {a:.0f} samples/s, {config} "
+                f"{b:.0f} samples/s: {b / a:.2f}x",
+                flush=True,
+            )
 
 
 def shac_table(n: int, horizon: int, repeats: int) -> None:
