@@ -10,25 +10,24 @@ for other reward knees with the same discriminator.
 
 import dataclasses
 import sys
+from pathlib import Path
 
 import torch
-import yaml
 
-from bcg_train.config import ADDConfig
-from bcg_train.rewards import ADDReward
+from bcg_train.rewards import ADDReward, TrackingReward
+from bcg_train.runner import check_run_folder
+from bcg_train.task import Features
 
 LAST = 20000
 
 
 def main(run: str) -> None:
+    cfg, _ = check_run_folder(Path(run))
     ck = torch.load(f"{run}/checkpoints/last.pt", map_location="cpu", weights_only=False)
     state = ck["algo"]["reward"]
-    cfg = yaml.safe_load(open(f"{run}/config.yaml"))
-    names = {f.name for f in dataclasses.fields(ADDConfig)}
-    add_cfg = ADDConfig(**{k: v for k, v in cfg["add"].items() if k in names})
-    reward = ADDReward(add_cfg, state["replay"].shape[1], "cpu", torch.Generator())
+    reward = ADDReward(cfg.add, state["replay"].shape[1], "cpu", torch.Generator())
     reward.load_state_dict(state)
-    size = add_cfg.replay_size
+    size = cfg.add.replay_size
     end = reward.replay_count % size
     recent = reward.replay[torch.arange(end - LAST, end) % size]
     scale = reward.scale.scale
@@ -38,10 +37,11 @@ def main(run: str) -> None:
             f"ratio {recent[:, s].abs().mean() / scale[s].mean():.2f}"
         )
 
-    weights, scales = cfg["reward"]["tracking_weights"], cfg["reward"]["tracking_scales"]
+    tracking_reward = TrackingReward(cfg.reward)
 
-    def tracking(d: torch.Tensor) -> torch.Tensor:
-        return sum(weights[g] * torch.exp(-(d[:, s] ** 2).sum(-1) / scales[g] ** 2) for g, s in reward.layout.items())
+    def tracking(d: torch.Tensor) -> torch.Tensor:  # the run's tracking reward with ref - sim = d
+        ref = Features({g: d[:, s] for g, s in reward.layout.items()}, body_pos_w=None)
+        return tracking_reward(Features({g: torch.zeros_like(x) for g, x in ref.groups.items()}, None), ref)
 
     def add(d: torch.Tensor) -> torch.Tensor:
         with reward.frozen():
