@@ -29,6 +29,7 @@ def randomized(n: int, seed: int = 0) -> WorldParams:
     p.com_offset_b[:, TORSO] = (2 * torch.rand(n, 3, generator=g, dtype=torch.float64) - 1) * torch.tensor(
         [0.025, 0.05, 0.05], dtype=torch.float64
     )
+    p.friction_slope_scale = u(0.3, 1.0, n)
     return p
 
 
@@ -88,6 +89,40 @@ def test_lower_friction_slides_farther_under_the_same_push():
     slide = (o.body_q[:, foot, 1] - start).mean(-1)
     assert float(slide[0]) > float(slide[1]) > float(slide[2]) > 0.0
     assert float(slide[0] - slide[1]) > 0.01  # centimetres, not rounding
+
+
+def test_a_lower_friction_slope_creeps_farther_and_stays_stable():
+    """The G1 standing, then nudged sideways at 0.15 m/s (the soles stay below the Coulomb cap, on the viscous
+    branch f_t = -kf v_t): the lower the friction slope (x 0.2, 0.5, 1 of contact's kf), the farther the feet creep
+    -- and the contact stays stable at 2 ms and kappa 300 even at x 0.2, where the normal damping left over by the
+    isotropic implicit mass (kd - kf) would be past the explicit bound (it goes on the normal-only implicit mass):
+    the standing foot force settles to the robot's weight without chatter."""
+    sim = NativeSimulator(native_cfg(kappa=300.0), 3)
+    p = WorldParams.nominal(3)
+    p.friction_slope_scale = torch.tensor([0.2, 0.5, 1.0], dtype=torch.float64)
+    q, qd = sim.default_state()
+    hold = targets(sim, 1)[0].expand(3, -1)
+    force = []
+    with torch.no_grad():
+        for _ in range(40):  # 0.8 s standing under each world's own slope
+            o = sim.step(hold, q, qd, params=p)
+            q, qd = o.joint_q, o.joint_qd
+            force.append(o.foot_force.sum(-1))
+        force = torch.stack(force[20:])  # [20, 3] N, both feet
+        weight = 9.81 * float(sim.m.inertia[:, 0].sum())  # [N] (column 0 of the inertia rows: mass)
+        assert torch.isfinite(q).all()
+        assert float((force.mean(0) - weight).abs().max()) < 0.05 * weight
+        assert float(force.std(0).max()) < 1.0  # no on/off chatter of the soles
+        qd = qd.clone()
+        qd[:, 1] += 0.15
+        foot = list(sim.m.foot_body)
+        start = o.body_q[:, foot, 1].clone()
+        for _ in range(10):
+            o = sim.step(hold, q, qd, params=p)
+            q, qd = o.joint_q, o.joint_qd
+    creep = (o.body_q[:, foot, 1] - start).mean(-1)
+    assert float(creep[0]) > float(creep[1]) > float(creep[2]) > 0.0
+    assert float(creep[0] - creep[2]) > 0.002  # millimetres, not rounding
 
 
 def test_stiffer_kp_tracks_a_step_target_faster():
@@ -208,6 +243,7 @@ ON = {
     "pelvis_mass_scale": [0.85, 1.15],
     "torso_mass_scale": [0.85, 1.15],
     "torso_com_offset": [0.025, 0.05, 0.05],
+    "friction_slope_scale": [0.3, 1.0],
 }
 
 
@@ -314,6 +350,8 @@ def test_bad_ranges_are_config_errors(tmp_path):
             load_train_config("tiny", {"task": {"randomize": {key: value}}})
     with pytest.raises(ConfigError, match=r"task\.randomize\.kp_scale/kd_scale"):
         _trainer(tmp_path, kp_scale=[1.0, 30.0])
+    with pytest.raises(ConfigError, match=r"task\.randomize\.friction_slope_scale: max 1\.5"):
+        _trainer(tmp_path, friction_slope_scale=[0.5, 1.5])
     sim = NativeSimulator(native_cfg(kappa=300.0), 2)
     p = randomized(2)
     p.mass_scale[1, TORSO] = 0.0

@@ -70,6 +70,7 @@ class RandomizeConfig:
     pelvis_mass_scale: list[float] = field(default_factory=lambda: [1.0, 1.0])  # x pelvis mass and inertia
     torso_mass_scale: list[float] = field(default_factory=lambda: [1.0, 1.0])  # x torso_link mass and inertia
     torso_com_offset: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])  # [m] +- torso COM, torso frame
+    friction_slope_scale: list[float] = field(default_factory=lambda: [1.0, 1.0])  # x contact's kf, per world
     # the per-world physics ranges and action_delay_prob grow linearly from none to the above over the first this
     # many iterations (0: in full from the first): a skill first learned on the nominal robot, then made robust
     ramp_iterations: int = 0
@@ -80,7 +81,14 @@ class RandomizeConfig:
         return on + (["torso_com_offset"] if any(x != 0 for x in self.torso_com_offset) else [])
 
 
-PHYSICS_SCALE_KEYS = ("friction_scale", "kp_scale", "kd_scale", "pelvis_mass_scale", "torso_mass_scale")
+PHYSICS_SCALE_KEYS = (
+    "friction_scale",
+    "kp_scale",
+    "kd_scale",
+    "pelvis_mass_scale",
+    "torso_mass_scale",
+    "friction_slope_scale",
+)
 
 
 @dataclass

@@ -203,6 +203,13 @@ class Task:
             from bcg_sim.diffsim.native import check_gain_range
 
             check_gain_range(env.cfg, rz.kp_scale[1], rz.kd_scale[0], "train config: task.randomize.kp_scale/kd_scale")
+            ratio = env.cfg.contact.friction_slope_ratio * rz.friction_slope_scale[1]
+            if ratio > 1.0:  # kf > kd leaves kf - kd explicit on the sole's light tangential mass: unstable
+                raise ConfigError(
+                    f"train config: task.randomize.friction_slope_scale: max {rz.friction_slope_scale[1]:g} x "
+                    f"contact.friction_slope_ratio {env.cfg.contact.friction_slope_ratio:g} = {ratio:g} > 1 "
+                    "(the friction slope may not exceed the normal damping kd)"
+                )
 
     # ------------------------------------------------------------------ episodes
     def reset(self, ids: torch.Tensor | None = None) -> None:

@@ -111,9 +111,9 @@ def _load() -> ctypes.CDLL:
                                          P, P]
             lib.g1dyn_destroy.argtypes = [P]
             lib.g1dyn_set_joint_limits.argtypes = [P, P, P, D, D]
-            # ..., threads, then the per-world constants (mu, kp, kd, K, joints [K], inertias; NULL: the model's)
-            lib.g1dyn_forward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, P, P, I, P, P, P, I, P, P]
-            lib.g1dyn_backward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, P, I, P, P, P, I, P, P]
+            # ..., threads, then the per-world constants (mu, kf, kp, kd, K, joints [K], inertias; NULL: the model's)
+            lib.g1dyn_forward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, P, P, I, P, P, P, P, I, P, P]
+            lib.g1dyn_backward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, P, I, P, P, P, P, I, P, P]
             _lib = lib
         return _lib
 
@@ -433,18 +433,20 @@ class NativeSimulator:
         self._generation = 0
 
     def world_arrays(self, params: WorldParams | None) -> tuple | None:
-        """The C step's per-world constants of `params` (rows = the call's worlds): (mu [n], kp [n, 29], kd [n, 29]
-        as the C law takes it, inertia rows [n, K, 10] of m.mass_joint), float64; None for None or nominal params
+        """The C step's per-world constants of `params` (rows = the call's worlds): (mu [n], friction slope kf [n]
+        [N s/m], kp [n, 29], kd [n, 29] as the C law takes it, inertia rows [n, K, 10] of m.mass_joint), float64;
+        None for None or nominal params
         (the model's own constants, no per-world work). A world given the nominal values gets the model's numbers
         bit for bit (same float64 operations as build_native_model)."""
         if params is None or params.is_nominal():
             return None
         m = self.m
         f64 = lambda t: np.ascontiguousarray(t.detach().cpu().numpy(), dtype=np.float64)  # noqa: E731
-        for name in ("friction_scale", "kp_scale", "kd_scale", "mass_scale"):
+        for name in ("friction_scale", "friction_slope_scale", "kp_scale", "kd_scale", "mass_scale"):
             if not (getattr(params, name) > 0).all():  # a zero mass or gain is another robot, not a variation
                 raise ConfigError(f"world params: {name} must be > 0 in every world")
         mu = np.ascontiguousarray(self.cfg.contact.friction_mu * f64(params.friction_scale))
+        kf = np.ascontiguousarray(self.cfg.contact.kf * f64(params.friction_slope_scale))
         kp = np.ascontiguousarray(m.kp * f64(params.kp_scale))
         kd = m.kd_law * f64(params.kd_scale)
         if self.cfg.solver.stable_pd and self.cfg.solver.stable_pd_exact_damping:
@@ -460,7 +462,7 @@ class NativeSimulator:
         inert[..., 0] = base[None, :, 0] * scale
         inert[..., 1:4] = base[None, :, 1:4] + f64(params.com_offset_b)
         inert[..., 4:] = base[None, :, 4:] * scale[..., None]  # uniform density: inertia scales with the mass
-        return mu, kp, np.ascontiguousarray(kd), inert
+        return mu, kf, kp, np.ascontiguousarray(kd), inert
 
     def __del__(self):
         h = getattr(self, "_h", None)
@@ -526,9 +528,9 @@ class NativeSimulator:
     def _wargs_ptrs(self, wargs: tuple | None) -> tuple:
         """world_arrays' output as the C step's trailing arguments (NULLs: the model's constants)."""
         if wargs is None:
-            return (None, None, None, 0, None, None)
-        mu, kp, kd, inert = wargs
-        return (_ptr(mu), _ptr(kp), _ptr(kd), len(self._mass_joint), _iptr(self._mass_joint), _ptr(inert))
+            return (None, None, None, None, 0, None, None)
+        mu, kf, kp, kd, inert = wargs
+        return (_ptr(mu), _ptr(kf), _ptr(kp), _ptr(kd), len(self._mass_joint), _iptr(self._mass_joint), _ptr(inert))
 
     def _backward(self, traj_q, traj_v, target, gq_tan, gv, g_body_q=None, g_body_qd=None, nsub=None, wargs=None):
         """Reverse mode of one control step: gradients at its last state (tangent) and of its body outputs

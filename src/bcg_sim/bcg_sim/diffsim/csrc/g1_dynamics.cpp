@@ -237,7 +237,11 @@ double implicit_mass(const Params& p) {
   return p.implicit_spring && !p.spring_normal_only ? p.dt * normal_damping(p) : p.dt * std::min(p.kd, p.kf);
 }
 double normal_excess(const Params& p) {
-  return p.implicit_spring && p.spring_normal_only ? p.dt * normal_damping(p) - implicit_mass(p) : 0.0;
+  if (p.implicit_spring) return p.spring_normal_only ? p.dt * normal_damping(p) - implicit_mass(p) : 0.0;
+  // A friction slope below kd (task.randomize.friction_slope_scale): the isotropic mass carries dt kf and the
+  // normal's remaining damping kd - kf goes here. Left explicit, it would bound the substep (the linear bound at
+  // kappa 300 falls to 1.7 ms for kf = kd / 2; at kf = kd / 5 the soles chatter at 2 ms, tests).
+  return p.implicit_contact ? p.dt * std::max(p.kd - p.kf, 0.0) : 0.0;
 }
 
 void restore_inertias(const Sim& s, Work& w) {
@@ -261,6 +265,7 @@ Inertia inertia_row(const double* I) {
 // model's own value for every world). Rows follow the call's worlds. Constants: no gradient w.r.t. them.
 struct WorldArgs {
   const double* mu = nullptr;     // [n] Coulomb friction coefficient
+  const double* kf = nullptr;     // [n] slope of the regularised friction below the cap [N s/m]
   const double* kp = nullptr;     // [n, 29] PD stiffness [N m/rad]
   const double* kd = nullptr;     // [n, 29] the PD law's damping as g1dyn_create takes it [N m s/rad]
   int ninert = 0;                 // K joints whose inertia is per world
@@ -272,6 +277,7 @@ struct WorldArgs {
 void set_world(const Sim& s, Work& w, const WorldArgs& a, int i) {
   int nh = s.nv - 6;
   if (a.mu) w.p.mu = a.mu[i];
+  if (a.kf) w.p.kf = a.kf[i];
   if (a.kp) w.p.kp = Eigen::Map<const VectorXd>(a.kp + (size_t)i * nh, nh);
   if (a.kd) w.p.kd_pd = Eigen::Map<const VectorXd>(a.kd + (size_t)i * nh, nh);
   if (a.inert && a.ninert > 0) {
@@ -854,10 +860,10 @@ int g1dyn_nv(void* h) { return static_cast<Sim*>(h)->nv; }
 void g1dyn_forward(void* h, int n, const double* q0, const double* v0, const double* target, double* traj_q,
                    double* traj_v, double* foot_fn, double* foot_peak, double* foot_pen, double* body_q,
                    double* body_qd, const int* nsub, int* onset, int threads, const double* w_mu,
-                   const double* w_kp, const double* w_kd, int ninert, const int* inert_joint,
-                   const double* w_inert) {
+                   const double* w_kf, const double* w_kp, const double* w_kd, int ninert,
+                   const int* inert_joint, const double* w_inert) {
   const Sim& s = *static_cast<Sim*>(h);
-  const WorldArgs wa{w_mu, w_kp, w_kd, ninert, inert_joint, w_inert};
+  const WorldArgs wa{w_mu, w_kf, w_kp, w_kd, ninert, inert_joint, w_inert};
   int S = s.p.substeps, nq = s.nq, nv = s.nv, nh = nv - 6;
   parallel_worlds(n, threads, [&](int, int lo, int hi) {
     Work w(s);
@@ -910,10 +916,10 @@ void g1dyn_forward(void* h, int n, const double* q0, const double* v0, const dou
 void g1dyn_backward(void* h, int n, const double* traj_q, const double* traj_v, const double* target,
                     const double* gq_out, const double* gv_out, const double* g_body_q, const double* g_body_qd,
                     double* gq_in, double* gv_in, double* g_target, const int* nsub, int threads,
-                    const double* w_mu, const double* w_kp, const double* w_kd, int ninert,
+                    const double* w_mu, const double* w_kf, const double* w_kp, const double* w_kd, int ninert,
                     const int* inert_joint, const double* w_inert) {
   const Sim& s = *static_cast<Sim*>(h);
-  const WorldArgs wa{w_mu, w_kp, w_kd, ninert, inert_joint, w_inert};
+  const WorldArgs wa{w_mu, w_kf, w_kp, w_kd, ninert, inert_joint, w_inert};
   int S = s.p.substeps, nq = s.nq, nv = s.nv, nh = nv - 6;
   parallel_worlds(n, threads, [&](int, int lo, int hi) {
     Work w(s);
