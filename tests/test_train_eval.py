@@ -3,6 +3,8 @@ policies through the node's PolicyRunner in bcg_sim, one world per start time, n
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch  # noqa: F401 - a hard dependency: a broken install fails, not skips
@@ -91,3 +93,51 @@ def test_bcg_at_evaluation_changes_the_state_only_from_the_first_touchdown(tmp_p
     assert parted.size, "no bundle merged: no touchdown in 0.6 s?"
     assert 2 <= parted[0] <= 20, parted[0]  # after some steps in the air, within the 0.29 s left of the flight
     assert diff[-1] > 1e-6
+
+
+def test_mujoco_validation_scores_bcg_evals_protocol_in_mujoco(tmp_path):
+    """eval.mujoco_runs' score (bcg_train.eval.evaluate.mujoco_tracking): the whole window in MuJoCo from the
+    first frame -- zero actions on the motors' gains fall there as in bcg_sim, the bring-up gains stand to the end;
+    seeds give different start states."""
+    from bcg_train.eval.evaluate import mujoco_tracking
+
+    cfg = load_eval_config()
+    limp = mujoco_tracking(_hold(tmp_path, "stand", "policy"), cfg, 2, 100, 2.0)
+    held = mujoco_tracking(_hold(tmp_path, "stand", "stand"), cfg, 2, 100, 2.0)
+    assert limp["worlds"] == held["worlds"] == 2
+    assert limp["falls"] == 1.0 and limp["survival_s"] < 1.5
+    assert held["falls"] == 0.0 and held["survival_s"] == pytest.approx(2.0, abs=0.03)
+    assert held["e_track_cm"] < 5.0 < limp["e_track_cm"]
+
+
+def test_mujoco_validation_during_training_picks_policy_best(tmp_path):
+    """A tiny run with eval.mujoco_runs 2 and best_by mujoco: every eval.csv row has the mj_* columns and
+    policy_best is the row with the fewest MuJoCo falls, then the lowest MuJoCo E_track; a bad setting is a
+    one-line ConfigError."""
+    import csv
+    import json
+
+    import yaml
+    from test_train_cli import bcg_train
+
+    from bcg_train.config import load_train_config
+
+    preset = yaml.safe_load(open(Path(__file__).parents[1] / "config/train/tiny.yaml"))
+    preset["eval"].update(mujoco_runs=2, best_by="mujoco", clip_seconds=0.3)
+    path = tmp_path / "tiny_mj.yaml"
+    path.write_text(yaml.safe_dump(preset))
+    p = bcg_train("--preset", str(path), "--algo", "shac", "--budget", "4it", "--out", tmp_path / "run")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "MuJoCo" in p.stderr  # the evaluation line shows it
+    rows = list(csv.DictReader(open(tmp_path / "run" / "eval.csv")))
+    assert [int(r["iteration"]) for r in rows] == [0, 2, 4]
+    for r in rows:
+        assert int(r["mj_worlds"]) == 2 and 0.0 < float(r["mj_survival_s"]) <= 0.3 + 1e-6
+    best = min(rows, key=lambda r: (float(r["mj_falls"]), float(r["mj_e_track_cm"])))
+    summary = json.load(open(tmp_path / "run" / "summary.json"))
+    assert summary["best_eval"][2] == int(best["iteration"])
+    assert summary["best_eval"][1] == pytest.approx(float(best["mj_e_track_cm"]))
+    with pytest.raises(ConfigError, match=r"eval\.best_by"):
+        load_train_config("tiny", {"eval": {"best_by": "mujoco"}})
+    with pytest.raises(ConfigError, match=r"eval\.mujoco_runs"):
+        load_train_config("tiny", {"eval": {"mujoco_runs": -1}})

@@ -193,6 +193,9 @@ class TrainEvalConfig:
     clip_seconds: float = 0.0  # [s] cap on the whole-clip runs (0: the whole clip)
     starts: int = 8
     seconds: float = 2.0
+    mujoco_runs: int = 0  # whole-clip runs in MuJoCo (project G1) per evaluation, the mj_* columns (0: none)
+    mujoco_base_seed: int = 100  # their seeds base + i: start states apart from bcg-eval's (seeds 0..)
+    best_by: Literal["bcg_sim", "mujoco"] = "bcg_sim"  # which whole-clip headline picks policy_best
 
 
 @dataclass
@@ -343,6 +346,12 @@ class TrainConfig:
             "clip_runs must be >= 1 and clip_seconds >= 0 (0: the whole clip)",
         )
         need(self.eval.seconds > 0, "eval.seconds", f"must be > 0 s, got {self.eval.seconds}")
+        need(self.eval.mujoco_runs >= 0, "eval.mujoco_runs", f"must be >= 0 (0: none), got {self.eval.mujoco_runs}")
+        need(
+            self.eval.best_by != "mujoco" or self.eval.mujoco_runs >= 1,
+            "eval.best_by",
+            "mujoco needs eval.mujoco_runs >= 1",
+        )
         budget = parse_budget(self.budget)
         need(
             not (self.algo != "ppo" and self.shac.lr_decay == "linear" and budget.kind == "seconds"),

@@ -143,7 +143,12 @@ class TrainLog:
             f"{row['iteration']}: whole clip E_track {row['e_track_cm']:.1f} cm, "
             f"falls {row['falls']:.0%} of {row['worlds']}, survival {row['survival_s']:.2f} s; "
             f"{row['win_worlds']} windows of {window_s:g} s: {row['win_e_track_cm']:.1f} cm, "
-            f"falls {row['win_falls']:.0%}",
+            f"falls {row['win_falls']:.0%}"
+            + (
+                f"; MuJoCo {row['mj_e_track_cm']:.1f} cm, falls {row['mj_falls']:.0%} of {row['mj_worlds']}"
+                if "mj_falls" in row
+                else ""
+            ),
             file=sys.stderr,
         )
 

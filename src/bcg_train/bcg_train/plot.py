@@ -1,7 +1,7 @@
 """`bcg-train plot`: runs' E_track and reward against iterations, env samples (log) and wall clock (the BCG
 paper's Fig. 5 layout: one row per quantity, one column per x axis, one line per run). The training batch's
 numbers come from metrics.csv; the fixed-protocol evaluation's (E_track, falls) from eval.csv when the runs
-have one."""
+have one (dashed: its MuJoCo figures, when the run has them: eval.mujoco_runs)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,9 @@ def plot_runs(runs: list[Path], out: Path) -> None:
         for j, (xkey, xlabel, logx) in enumerate(COLS):
             ax = axes[i][j]
             for name, m in files[file]:
-                ax.plot(m[xkey], m[key], label=name, marker="." if file == "eval.csv" else None)
+                line = ax.plot(m[xkey], m[key], label=name, marker="." if file == "eval.csv" else None)[0]
+                if f"mj_{key}" in m:  # eval.mujoco_runs: the same headline in MuJoCo, dashed in the run's colour
+                    ax.plot(m[xkey], m[f"mj_{key}"], "--", color=line.get_color(), label=f"{name} (MuJoCo)")
             if logx:
                 ax.set_xscale("log")
             ax.set_xlabel(xlabel)

@@ -173,7 +173,8 @@ class Trainer:
         self.iteration, self.samples, self.elapsed = 0, 0, 0.0
         self.first_row: dict | None = None
         self.last_eval: int | None = None  # iteration of the newest eval.csv row (same on every rank)
-        self.best_eval: list | None = None  # [falls, e_track_cm, iteration] of the best headline so far (rank 0)
+        # [falls, e_track_cm, iteration] of the best headline so far (rank 0; MuJoCo's with eval.best_by mujoco)
+        self.best_eval: list | None = None
 
     def _total_iters(self) -> int | None:
         """Iterations the budget allows (for the linear learning-rate decay); None for a wall-clock budget
@@ -256,7 +257,8 @@ class Trainer:
         temporary folder and runs it through the node's PolicyRunner in bcg_sim (bcg_train.eval.diffsim_eval)
         -- the artifact a user gets, not the training loop's tensors; the other ranks wait. The headline
         (e_track_cm, falls, survival_s) is bcg-eval's protocol over the whole clip; win_* are the windows. A
-        new best headline (fewest falls, then lowest E_track) is exported to policy_best/. Returns the row
+        new best headline (fewest falls, then lowest E_track; eval.best_by: bcg_sim's or, with eval.mujoco_runs,
+        MuJoCo's) is exported to policy_best/. Returns the row
         (rank 0) or None."""
         e = self.cfg.eval
         row = None
@@ -280,9 +282,16 @@ class Trainer:
                     **{k: clip[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")},
                     **{f"win_{k}": win[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")},
                 }
-                key = (row["falls"], row["e_track_cm"])
+                if e.mujoco_runs > 0:  # the judge's simulator as validation (seeds apart from bcg-eval's)
+                    from bcg_train.eval.evaluate import mujoco_tracking
+
+                    seconds = policy.reference.duration if e.clip_seconds <= 0 else e.clip_seconds
+                    mj = mujoco_tracking(policy, eval_cfg, e.mujoco_runs, e.mujoco_base_seed, seconds)
+                    row.update({f"mj_{k}": mj[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")})
+                head = "mj_" if e.best_by == "mujoco" else ""
+                key = (row[f"{head}falls"], row[f"{head}e_track_cm"])
                 if self.best_eval is None or key < tuple(self.best_eval[:2]):
-                    self.best_eval = [row["falls"], row["e_track_cm"], self.iteration]
+                    self.best_eval = [*key, self.iteration]
                     shutil.copytree(exported, self.out / BEST_POLICY_DIR, dirs_exist_ok=True)  # the artifact scored
             self.log.evaluation(row, self.elapsed, self.iteration, self.samples, e.seconds)
         self.last_eval = self.iteration

@@ -65,6 +65,26 @@ def run_mujoco(policy: Policy, cfg: EvalConfig, mjcf: str | None, seconds: float
     return out
 
 
+def mujoco_tracking(policy: Policy, cfg: EvalConfig, runs: int, base_seed: int, seconds: float) -> dict[str, float]:
+    """bcg-eval's protocol in MuJoCo on the project G1, quietly (the training's validation): `runs` rollouts of
+    `seconds` from the first frame with cfg's start noise, seeds base_seed + i. Mean E_track [cm] (each run up to
+    its fall, as bcg-eval reports it), fall fraction, mean survival [s], runs."""
+    ev = MujocoEvaluator(policy, cfg, load_eval_model(None), seconds)
+    sums = [
+        metrics.summarize(
+            metrics.series(ev.run(base_seed + i).rollout, policy.contract.control_dt, cfg.contact_height),
+            cfg.fall_height,
+        )
+        for i in range(runs)
+    ]
+    return {
+        "e_track_cm": float(np.mean([s["e_track_cm"] for s in sums])),
+        "falls": float(np.mean([s["fell"] for s in sums])),
+        "survival_s": float(np.mean([s["survival_s"] for s in sums])),
+        "worlds": runs,
+    }
+
+
 def delta_d(
     policy: Policy, cfg: EvalConfig, runs: list[dict], seconds: float, kappa: float | None, bcg: bool = False
 ) -> dict:
