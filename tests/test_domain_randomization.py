@@ -67,6 +67,20 @@ def test_nominal_worlds_equal_the_unrandomized_model_bit_for_bit():
     assert sim.world_arrays(WorldParams.nominal(3)) is None
 
 
+def shoved_feet(sim, o, hold, params, v: float) -> torch.Tensor:
+    """From step output `o`: add v [m/s] sideways (y) to every world, hold the targets for 10 control steps under
+    `params`; the feet's mean y displacement [N] (m)."""
+    q, qd = o.joint_q, o.joint_qd.clone()
+    qd[:, 1] += v
+    foot = list(sim.m.foot_body)
+    start = o.body_q[:, foot, 1].clone()
+    with torch.no_grad():
+        for _ in range(10):
+            o = sim.step(hold, q, qd, params=params)
+            q, qd = o.joint_q, o.joint_qd
+    return (o.body_q[:, foot, 1] - start).mean(-1)
+
+
 def test_lower_friction_slides_farther_under_the_same_push():
     """The G1 standing, then shoved sideways at 1.5 m/s: the feet slide farther the lower the friction
     coefficient (x 0.4, 1, 1.5 of contact.friction_mu)."""
@@ -77,16 +91,9 @@ def test_lower_friction_slides_farther_under_the_same_push():
         for _ in range(10):  # settle onto the floor
             o = sim.step(hold, q, qd)
             q, qd = o.joint_q, o.joint_qd
-        qd = qd.clone()
-        qd[:, 1] += 1.5
-        p = WorldParams.nominal(3)
-        p.friction_scale = torch.tensor([0.4, 1.0, 1.5], dtype=torch.float64)
-        foot = list(sim.m.foot_body)
-        start = o.body_q[:, foot, 1].clone()
-        for _ in range(10):
-            o = sim.step(hold, q, qd, params=p)
-            q, qd = o.joint_q, o.joint_qd
-    slide = (o.body_q[:, foot, 1] - start).mean(-1)
+    p = WorldParams.nominal(3)
+    p.friction_scale = torch.tensor([0.4, 1.0, 1.5], dtype=torch.float64)
+    slide = shoved_feet(sim, o, hold, p, 1.5)
     assert float(slide[0]) > float(slide[1]) > float(slide[2]) > 0.0
     assert float(slide[0] - slide[1]) > 0.01  # centimetres, not rounding
 
@@ -113,14 +120,7 @@ def test_a_lower_friction_slope_creeps_farther_and_stays_stable():
         assert torch.isfinite(q).all()
         assert float((force.mean(0) - weight).abs().max()) < 0.05 * weight
         assert float(force.std(0).max()) < 1.0  # no on/off chatter of the soles
-        qd = qd.clone()
-        qd[:, 1] += 0.15
-        foot = list(sim.m.foot_body)
-        start = o.body_q[:, foot, 1].clone()
-        for _ in range(10):
-            o = sim.step(hold, q, qd, params=p)
-            q, qd = o.joint_q, o.joint_qd
-    creep = (o.body_q[:, foot, 1] - start).mean(-1)
+    creep = shoved_feet(sim, o, hold, p, 0.15)
     assert float(creep[0]) > float(creep[1]) > float(creep[2]) > 0.0
     assert float(creep[0] - creep[2]) > 0.002  # millimetres, not rounding
 
