@@ -158,9 +158,12 @@ class TrainLog:
             print(f"\n{text}", file=sys.stderr)
 
     def _eval_postfix(self) -> str:
-        """The newest evaluation for the progress bar: whole-clip E_track and falls."""
+        """The newest evaluation for the progress bar: whole-clip E_track and falls (and MuJoCo's, when measured)."""
         r = self.last_eval_row
-        return "" if r is None else f"eval {r['e_track_cm']:.1f}cm {r['falls']:.0%} falls, "
+        if r is None:
+            return ""
+        mj = f"MuJoCo {r['mj_e_track_cm']:.1f}cm {r['mj_falls']:.0%} falls, " if "mj_falls" in r else ""
+        return f"eval {r['e_track_cm']:.1f}cm {r['falls']:.0%} falls, {mj}"
 
 
 def truncate_rows(path: Path, iteration: int) -> None:
