@@ -284,8 +284,9 @@ class Trainer:
                 }
                 if e.mujoco_runs > 0:  # the judge's simulator as validation (seeds apart from bcg-eval's)
                     from bcg_train.eval.evaluate import mujoco_tracking
+                    from bcg_train.eval.mujoco_eval import clip_seconds
 
-                    seconds = policy.reference.duration if e.clip_seconds <= 0 else e.clip_seconds
+                    seconds = clip_seconds(policy, e.clip_seconds)
                     mj = mujoco_tracking(policy, eval_cfg, e.mujoco_runs, e.mujoco_base_seed, seconds)
                     row.update({f"mj_{k}": mj[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")})
                 head = "mj_" if e.best_by == "mujoco" else ""

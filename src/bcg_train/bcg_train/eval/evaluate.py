@@ -34,11 +34,12 @@ def commit() -> str:
     return rev or "unknown"
 
 
-def run_mujoco(policy: Policy, cfg: EvalConfig, mjcf: str | None, seconds: float) -> list[dict]:
-    """cfg.runs Python-loop MuJoCo runs: per run its seed, series, summary and contact checks."""
+def run_mujoco(policy: Policy, cfg: EvalConfig, mjcf: str | None, seconds: float, progress: bool = True) -> list[dict]:
+    """cfg.runs Python-loop MuJoCo runs: per run its seed, series, summary and contact checks (`progress`: a line
+    per run and per MJCF change on stderr)."""
     notes: list[str] = []
     ev = MujocoEvaluator(policy, cfg, load_eval_model(mjcf, notes), seconds)
-    for n in notes:
+    for n in notes if progress else []:
         _progress(n)
     out = []
     for i in range(cfg.runs):
@@ -57,6 +58,8 @@ def run_mujoco(policy: Policy, cfg: EvalConfig, mjcf: str | None, seconds: float
                 "missed_contacts": r.missed_contacts,
             }
         )
+        if not progress:
+            continue
         sm = metrics.summarize(s, cfg.fall_height)
         _progress(
             f"MuJoCo run {i + 1}/{cfg.runs} (seed {seed}): {r.rollout.time[-1]:.2f} s sim in "
@@ -69,14 +72,8 @@ def mujoco_tracking(policy: Policy, cfg: EvalConfig, runs: int, base_seed: int, 
     """bcg-eval's protocol in MuJoCo on the project G1, quietly (the training's validation): `runs` rollouts of
     `seconds` from the first frame with cfg's start noise, seeds base_seed + i. Mean E_track [cm] (each run up to
     its fall, as bcg-eval reports it), fall fraction, mean survival [s], runs."""
-    ev = MujocoEvaluator(policy, cfg, load_eval_model(None), seconds)
-    sums = [
-        metrics.summarize(
-            metrics.series(ev.run(base_seed + i).rollout, policy.contract.control_dt, cfg.contact_height),
-            cfg.fall_height,
-        )
-        for i in range(runs)
-    ]
+    quiet = dataclasses.replace(cfg, runs=runs, base_seed=base_seed)
+    sums = [metrics.summarize(r["series"], cfg.fall_height) for r in run_mujoco(policy, quiet, None, seconds, False)]
     return {
         "e_track_cm": float(np.mean([s["e_track_cm"] for s in sums])),
         "falls": float(np.mean([s["fell"] for s in sums])),
