@@ -108,6 +108,13 @@ def test_mujoco_validation_scores_bcg_evals_protocol_in_mujoco(tmp_path):
     assert limp["falls"] == 1.0 and limp["survival_s"] < 1.5
     assert held["falls"] == 0.0 and held["survival_s"] == pytest.approx(2.0, abs=0.03)
     assert held["e_track_cm"] < 5.0 < limp["e_track_cm"]
+    # eval.mujoco_noise reaches the observations: a trained policy (it reads them) from the same seeds scores
+    # differently with sensor noise, and the same numbers again without (the default is noiseless)
+    jump = load_policy(Path(__file__).parents[1] / "policies" / "jump")
+    clean = mujoco_tracking(jump, cfg, 1, 100, 0.6)
+    assert mujoco_tracking(jump, cfg, 1, 100, 0.6, (0.0, 0.0, 0.0)) == clean
+    noisy = mujoco_tracking(jump, cfg, 1, 100, 0.6, (0.05, 2.0, 1.0))
+    assert noisy["e_track_cm"] != clean["e_track_cm"]
 
 
 def test_mujoco_validation_during_training_picks_policy_best(tmp_path):
@@ -141,3 +148,5 @@ def test_mujoco_validation_during_training_picks_policy_best(tmp_path):
         load_train_config("tiny", {"eval": {"best_by": "mujoco"}})
     with pytest.raises(ConfigError, match=r"eval\.mujoco_runs"):
         load_train_config("tiny", {"eval": {"mujoco_runs": -1}})
+    with pytest.raises(ConfigError, match=r"eval\.mujoco_noise"):
+        load_train_config("tiny", {"eval": {"mujoco_noise": [0.01, 0.5]}})

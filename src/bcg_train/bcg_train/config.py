@@ -195,6 +195,8 @@ class TrainEvalConfig:
     seconds: float = 2.0
     mujoco_runs: int = 0  # whole-clip runs in MuJoCo (project G1) per evaluation, the mj_* columns (0: none)
     mujoco_base_seed: int = 100  # their seeds base + i: start states apart from bcg-eval's (seeds 0..)
+    # sensor noise std on those runs: encoders [rad], joint velocities [rad/s], gyroscope [rad/s] (bcg-eval --noise)
+    mujoco_noise: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
     best_by: Literal["bcg_sim", "mujoco"] = "bcg_sim"  # which whole-clip headline picks policy_best
 
 
@@ -347,6 +349,11 @@ class TrainConfig:
         )
         need(self.eval.seconds > 0, "eval.seconds", f"must be > 0 s, got {self.eval.seconds}")
         need(self.eval.mujoco_runs >= 0, "eval.mujoco_runs", f"must be >= 0 (0: none), got {self.eval.mujoco_runs}")
+        need(
+            len(self.eval.mujoco_noise) == 3 and min(self.eval.mujoco_noise) >= 0,
+            "eval.mujoco_noise",
+            f"must be 3 stds >= 0 (encoders rad, joint velocities rad/s, gyro rad/s), got {self.eval.mujoco_noise}",
+        )
         need(
             self.eval.best_by != "mujoco" or self.eval.mujoco_runs >= 1,
             "eval.best_by",

@@ -287,7 +287,9 @@ class Trainer:
                     from bcg_train.eval.mujoco_eval import clip_seconds
 
                     seconds = clip_seconds(policy, e.clip_seconds)
-                    mj = mujoco_tracking(policy, eval_cfg, e.mujoco_runs, e.mujoco_base_seed, seconds)
+                    mj = mujoco_tracking(
+                        policy, eval_cfg, e.mujoco_runs, e.mujoco_base_seed, seconds, tuple(e.mujoco_noise)
+                    )
                     row.update({f"mj_{k}": mj[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")})
                 head = "mj_" if e.best_by == "mujoco" else ""
                 key = (row[f"{head}falls"], row[f"{head}e_track_cm"])

@@ -68,11 +68,22 @@ def run_mujoco(policy: Policy, cfg: EvalConfig, mjcf: str | None, seconds: float
     return out
 
 
-def mujoco_tracking(policy: Policy, cfg: EvalConfig, runs: int, base_seed: int, seconds: float) -> dict[str, float]:
+def mujoco_tracking(
+    policy: Policy,
+    cfg: EvalConfig,
+    runs: int,
+    base_seed: int,
+    seconds: float,
+    noise: tuple[float, float, float] = (0.0, 0.0, 0.0),
+) -> dict[str, float]:
     """bcg-eval's protocol in MuJoCo on the project G1, quietly (the training's validation): `runs` rollouts of
-    `seconds` from the first frame with cfg's start noise, seeds base_seed + i. Mean E_track [cm] (each run up to
-    its fall, as bcg-eval reports it), fall fraction, mean survival [s], runs."""
-    quiet = dataclasses.replace(cfg, runs=runs, base_seed=base_seed)
+    `seconds` from the first frame with cfg's start noise, seeds base_seed + i, and sensor noise std `noise`
+    (encoders [rad], joint velocities [rad/s], gyroscope [rad/s]; bcg-eval --noise). Mean E_track [cm] (each run
+    up to its fall, as bcg-eval reports it), fall fraction, mean survival [s], runs."""
+    q, dq, gyro = noise
+    quiet = dataclasses.replace(
+        cfg, runs=runs, base_seed=base_seed, noise_q_std=q, noise_dq_std=dq, noise_gyro_std=gyro
+    )
     sums = [metrics.summarize(r["series"], cfg.fall_height) for r in run_mujoco(policy, quiet, None, seconds, False)]
     return {
         "e_track_cm": float(np.mean([s["e_track_cm"] for s in sums])),
