@@ -91,15 +91,11 @@ def _run(args: argparse.Namespace, cfg) -> int:
 
     if not Path(args.policy).is_dir():
         raise EvalError(f"policy folder {args.policy!r} does not exist")
-    noise = args.noise or (cfg.noise_q_std, cfg.noise_dq_std, cfg.noise_gyro_std)
     cfg = dataclasses.replace(
-        cfg,
+        cfg.with_sensor_noise(args.noise) if args.noise else cfg,
         runs=args.runs,
         seconds=args.seconds,
         action_latency_s=args.latency,
-        noise_q_std=noise[0],
-        noise_dq_std=noise[1],
-        noise_gyro_std=noise[2],
     ).validate("arguments")
     if args.bcg and args.no_delta_d:
         raise EvalError("--bcg sets how the bcg_sim rollout runs, and --no-delta-d skips that rollout")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bcg_sim.config import ConfigError, checker, load_config
 
@@ -62,6 +62,12 @@ class EvalConfig:
             f"strip_width and strip_height must be >= 16 px, got {self.strip_width} x {self.strip_height}",
         )
         return self
+
+    def with_sensor_noise(self, noise) -> "EvalConfig":
+        """This config with sensor noise std (encoders [rad], joint velocities [rad/s], gyroscope [rad/s]), the
+        triple of `bcg-eval --noise` and of bcg-train's eval.mujoco_noise."""
+        q, dq, gyro = noise
+        return replace(self, noise_q_std=q, noise_dq_std=dq, noise_gyro_std=gyro)
 
 
 @dataclass

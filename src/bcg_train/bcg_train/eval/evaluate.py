@@ -80,10 +80,7 @@ def mujoco_tracking(
     `seconds` from the first frame with cfg's start noise, seeds base_seed + i, and sensor noise std `noise`
     (encoders [rad], joint velocities [rad/s], gyroscope [rad/s]; bcg-eval --noise). Mean E_track [cm] (each run
     up to its fall, as bcg-eval reports it), fall fraction, mean survival [s], runs."""
-    q, dq, gyro = noise
-    quiet = dataclasses.replace(
-        cfg, runs=runs, base_seed=base_seed, noise_q_std=q, noise_dq_std=dq, noise_gyro_std=gyro
-    )
+    quiet = dataclasses.replace(cfg.with_sensor_noise(noise), runs=runs, base_seed=base_seed)
     sums = [metrics.summarize(r["series"], cfg.fall_height) for r in run_mujoco(policy, quiet, None, seconds, False)]
     return {
         "e_track_cm": float(np.mean([s["e_track_cm"] for s in sums])),
