@@ -2,8 +2,9 @@
 as long as a real take and moving enough that holding the first pose is far from tracking them.
 
 Thresholds: stance-foot horizontal speed < 1 cm/s, sole spheres >= -1 mm, joints within the G1 limits,
-joint speeds within the motors' velocity limits, during flight the pelvis height has second difference -g
-(9.81 m/s^2) to 1e-6 m/s^2 and a constant horizontal velocity; hold-the-first-pose E_track >= 2 x the seed's
+joint speeds within the motors' velocity limits, during flight the flying point (the jump's whole-body centre of
+mass, the run's pelvis) has a height with second difference -g (9.81 m/s^2) to 1e-6 m/s^2 and a constant
+horizontal velocity; hold-the-first-pose E_track >= 2 x the seed's
 Table 2 bound of the clip's kind.
 """
 
@@ -80,17 +81,22 @@ def test_flight_is_ballistic(clips: dict[str, Motion], name: str) -> None:
     flight = ~m.foot_contact.any(axis=1)
     inner = flight[:-2] & flight[1:-1] & flight[2:]  # frame t-1, t, t+1 all in flight
     assert inner.sum() >= 3, "no flight phase"
-    z = m.root_pos_w[:, 2]
+    if name == "jump":  # the jump tucks its legs and swings its arms in the air: its centre of mass flies
+        point = kinematics.com_positions(np.concatenate([m.root_pos_w, m.root_quat_w, m.joint_pos], axis=1))
+    else:
+        point = m.root_pos_w
+    z = point[:, 2]
     acc = (z[2:] - 2 * z[1:-1] + z[:-2]) * m.fps**2
     g = motions_config().generation.gravity
     np.testing.assert_allclose(acc[inner], -g, atol=BALLISTIC_TOL)
-    v = np.diff(m.root_pos_w[:, :2], axis=0) * m.fps  # horizontal: constant velocity within each flight
+    v = np.diff(point[:, :2], axis=0) * m.fps  # horizontal: constant velocity within each flight
     both = flight[:-1] & flight[1:]
     starts = np.flatnonzero(both & ~np.r_[False, both[:-1]])
     assert len(starts) >= (3 if name == "jump" else 10), "fewer flights than the clip has"
     for i in starts:
         n = int(np.argmin(both[i:])) if not both[i:].all() else len(both) - i
-        assert np.ptp(v[i : i + n], axis=0).max() < 1e-9, f"flight at {i / m.fps:.2f} s"
+        tol = 1e-6 if name == "jump" else 1e-9  # m/s; the COM goes through the leg IK at the take-off frame
+        assert np.ptp(v[i : i + n], axis=0).max() < tol, f"flight at {i / m.fps:.2f} s"
 
 
 @pytest.mark.parametrize("name", generators.CLIPS)

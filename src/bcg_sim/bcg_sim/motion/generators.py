@@ -3,7 +3,8 @@
 Each generator builds a `_Plan`: pelvis trajectory, footholds with swing paths, and upper-body joint
 keyframes, all from config/motions.yaml. The legs are then solved by `ik.solve_legs` so that feet are
 exactly where the plan puts them: flat and still on the ground in stance (no sliding, no penetration), and
-clear of the ground in swing. During flight the pelvis follows a ballistic parabola (gravity g).
+clear of the ground in swing. During flight the run's pelvis and the jump's whole-body centre of mass follow a
+ballistic parabola (gravity g).
 Phase durations are rounded to whole frames so that phase boundaries fall on frames.
 
 The clips last 8.5-9 s (a real take) and move enough that a robot holding the first pose scores at least
@@ -29,7 +30,7 @@ from bcg_sim.motion.motion import Motion
 from bcg_sim.quat import from_euler_zyx
 
 # Bump when the generator code changes in a way that changes its output (part of the cache key).
-GENERATOR_VERSION = 2  # 2: 8.5-9 s clips; a curving run; jump sequences with turns; footwork pelvis over the support
+GENERATOR_VERSION = 3  # 3: the jump's centre of mass is ballistic in flight
 CLIPS = ("run", "jump", "fight", "dance")
 _JOINT_INDEX = {j.name: i for i, j in enumerate(JOINTS_29)}
 _FEET = ("left", "right")
@@ -47,6 +48,9 @@ class _Plan:
     foot_yaw: np.ndarray  # [T, 2] rad
     foot_pitch: np.ndarray  # [T, 2] rad, positive = toes down (only in swing)
     foot_swing: np.ndarray  # [T, 2] bool, the foot is between two footholds
+    # Flights whose whole-body centre of mass must be ballistic: (push start, take-off, touch-down) times in s,
+    # on frames. See _ballistic_com.
+    flights: tuple[tuple[float, float, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,11 @@ def generate(name: str, cfg: GenerationConfig) -> Motion:
     foot_quat = from_euler_zyx(np.zeros_like(plan.foot_yaw), plan.foot_pitch, plan.foot_yaw)
     rot_weight = np.where(plan.foot_swing, cfg.ik.swing_rotation_weight, 1.0)
     qpos = ik.solve_legs(qpos, foot_target, foot_quat, rot_weight, cfg.ik)
+    for _ in range(_COM_PASSES if plan.flights else 0):
+        delta = _ballistic_com(plan, kinematics.com_positions(qpos), cfg.gravity)  # [T, 3]
+        qpos[:, :3] += delta
+        foot_target += delta[:, None, :] * plan.foot_swing[..., None]  # feet in the air move with the body
+        qpos = ik.solve_legs(qpos, foot_target, foot_quat, rot_weight, cfg.ik)
     motion = Motion(
         name=name,
         fps=float(cfg.fps),
@@ -88,6 +97,38 @@ def generate(name: str, cfg: GenerationConfig) -> Motion:
 
 
 # ----------------------------------------------------------------------------------------------- helpers
+_COM_PASSES = 3  # each re-solves the planted legs, which moves the COM; after 3 push and flight agree to < 0.1 m/s
+
+
+def _ballistic_com(plan: _Plan, com_w: np.ndarray, g: float) -> np.ndarray:
+    """[T, 3] pelvis shift that makes the whole-body centre of mass ballistic in each of plan.flights.
+
+    A pelvis flying a parabola is not enough: legs tucking and arms swinging move the centre of mass (COM)
+    against the pelvis, and the clip then asks for a flight no robot can do (the COM of the built-in jump
+    went 0.8 -> 1.45 -> 0.4 m/s horizontally in the air). In the air the shift is (parabola - COM), the
+    parabola being the one through the COM at take-off and at touch-down (so the shift is 0 at both). Over
+    the push a cubic ramp from 0 brings the COM's velocity to the parabola's at take-off, so the clip's push
+    produces the flight it shows. The landing keeps its kink, an impact (a ramp there too would bend the knees
+    faster than their motors turn). com_w: [T, 3] the clip's COM, m.
+    """
+    times = plan.times
+    dt = times[1] - times[0]
+    acc = np.array([0.0, 0.0, -g])
+    delta = np.zeros((times.size, 3))
+    for t_push, t_off, t_on in plan.flights:
+        k_off, k_on = (int(round(t / dt)) for t in (t_off, t_on))
+        span = t_on - t_off
+        v_off = (com_w[k_on] - com_w[k_off]) / span - 0.5 * acc * span  # parabola's velocity at take-off
+        air = slice(k_off, k_on + 1)
+        tau = (times[air] - t_off)[:, None]
+        delta[air] = com_w[k_off] + v_off * tau + 0.5 * acc * tau**2 - com_w[air]
+        push = (times >= t_push) & (times <= t_off)
+        s = (times[push] - t_push)[:, None] / (t_off - t_push)
+        v_push = (com_w[k_off] - com_w[k_off - 1]) / dt  # the COM's velocity at the end of the push
+        delta[push] += _hermite(np.zeros(3), np.zeros(3), np.zeros(3), v_off - v_push, t_off - t_push, s)
+    return delta
+
+
 def _frames(duration: float, fps: float) -> int:
     """Whole number of frames (>= 1) closest to a duration."""
     return max(1, int(round(duration * fps)))
@@ -317,8 +358,8 @@ def _jump(c: JumpConfig, fps: float, g: float) -> _Plan:
     Phases 0..6 of a cycle: stand, crouch, push, flight, landing, recover, end. Upper-body key times in the
     config are `phase + fraction` (e.g. 3.5 = middle of the flight), the same in every cycle. In flight the
     feet rise with the pelvis plus a tuck, and land flat at the new footholds. The heading turns (PCHIP, no
-    overshoot) from the start of the push to the end of the landing; in flight the horizontal velocity is
-    constant and the height ballistic.
+    overshoot) from the start of the push to the end of the landing. The pelvis is planned ballistic in flight;
+    `generate` then shifts it so that the whole-body centre of mass is (`_ballistic_com`).
     """
     if not c.jumps:
         raise ConfigError("motions.yaml: jump.jumps needs at least one jump")
@@ -366,10 +407,14 @@ def _jump(c: JumpConfig, fps: float, g: float) -> _Plan:
         centre, heading = end, new_heading
     root = track.sample(times)
 
-    def lift(t: np.ndarray) -> np.ndarray:  # feet follow the pelvis rise in flight (legs keep their length)
-        return track.sample(t)[:, 2] - c.takeoff_height
+    def lift(t: np.ndarray) -> np.ndarray:
+        """Feet in flight: the pelvis rise (legs keep their length) plus a tuck tuck * sin^2(pi s), s = 0..1 over
+        the flight, which leaves and reaches the ground with no speed of its own (sin(pi s) would jerk the
+        feet up at 1.2 m/s the instant they leave, and the pelvis down with them once the COM is ballistic)."""
+        s = np.mod(t, cycle) - phase_starts[3]
+        return track.sample(t)[:, 2] - c.takeoff_height + c.tuck * np.sin(np.pi * s / t_flight) ** 2
 
-    tracks = [_feet_track(holds, times, SwingConfig(apex=c.tuck, hold=c.hold, pitch=0.0), lift) for holds in feet_holds]
+    tracks = [_feet_track(holds, times, SwingConfig(apex=0.0, hold=c.hold, pitch=0.0), lift) for holds in feet_holds]
     yaw = _interp(np.array(yaw_t), np.array(yaw_v), times)
     pitch = _interp(np.array(pitch_t), np.array(pitch_v), times)
     quat = from_euler_zyx(np.zeros_like(times), pitch, yaw)
@@ -383,7 +428,10 @@ def _jump(c: JumpConfig, fps: float, g: float) -> _Plan:
         PoseKey(n * cycle + t, pose) for n in range(len(c.jumps)) for t, pose in cycle_keys if n == 0 or t > 1e-9
     ]  # a cycle's first key is the previous one's last (same pose)
     joints = _upper_body(c.poses, keys, times)
-    return _Plan(times, root, quat, joints, *_stack_feet(tracks))
+    flights = tuple(
+        tuple(float(k * cycle + phase_starts[i]) for i in (2, 3, 4)) for k in range(len(c.jumps))
+    )  # push start, take-off, touch-down
+    return _Plan(times, root, quat, joints, *_stack_feet(tracks), flights=flights)
 
 
 # ----------------------------------------------------------------------------------------------- fight/dance

@@ -62,6 +62,20 @@ def forward_kinematics(qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return pos, quat
 
 
+def com_positions(qpos: np.ndarray) -> np.ndarray:
+    """[T, 3] whole-body centre of mass of the G1 (m, world) for each row of qpos [T, 36]."""
+    m = _model.model()
+    d = mujoco.MjData(m)
+    pelvis = int(_model.robot_body_ids()[0])
+    out = np.empty((qpos.shape[0], 3))
+    for t, q in enumerate(qpos):
+        d.qpos[:] = q
+        mujoco.mj_kinematics(m, d)
+        mujoco.mj_comPos(m, d)
+        out[t] = d.subtree_com[pelvis]
+    return out
+
+
 def _foot_indices(motion: Motion) -> list[int]:
     """Indices of the (left, right) foot bodies in motion.body_names."""
     from bcg_sim import g1
