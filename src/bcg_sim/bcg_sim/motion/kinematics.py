@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import mujoco
 import numpy as np
 
@@ -43,20 +45,26 @@ def _gradient(x: np.ndarray, dt: float) -> np.ndarray:
     return np.gradient(x, dt, axis=0)
 
 
+def _posed(qpos: np.ndarray) -> Iterator[tuple[int, mujoco.MjData]]:
+    """(t, data) with data posed at row t of qpos [T, 36] (mj_kinematics done); one MjData reused for all rows."""
+    m = _model.model()
+    d = mujoco.MjData(m)
+    for t, q in enumerate(qpos):
+        d.qpos[:] = q
+        mujoco.mj_kinematics(m, d)
+        yield t, d
+
+
 def forward_kinematics(qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Body poses of the G1 for each row of qpos [T, 36].
 
     Returns body_pos_w [T, B, 3] (m) and body_quat_w [T, B, 4] (w x y z) for the robot's B bodies in
     MuJoCo depth-first order (B = 30, pelvis first). MuJoCo normalises the root quaternion internally.
     """
-    m = _model.model()
-    d = mujoco.MjData(m)
     ids = _model.robot_body_ids()
     pos = np.empty((qpos.shape[0], ids.size, 3))
     quat = np.empty((qpos.shape[0], ids.size, 4))
-    for t, q in enumerate(qpos):
-        d.qpos[:] = q
-        mujoco.mj_kinematics(m, d)
+    for t, d in _posed(qpos):
         pos[t] = d.xpos[ids]
         quat[t] = d.xquat[ids]
     return pos, quat
@@ -65,12 +73,9 @@ def forward_kinematics(qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def com_positions(qpos: np.ndarray) -> np.ndarray:
     """[T, 3] whole-body centre of mass of the G1 (m, world) for each row of qpos [T, 36]."""
     m = _model.model()
-    d = mujoco.MjData(m)
     pelvis = int(_model.robot_body_ids()[0])
     out = np.empty((qpos.shape[0], 3))
-    for t, q in enumerate(qpos):
-        d.qpos[:] = q
-        mujoco.mj_kinematics(m, d)
+    for t, d in _posed(qpos):
         mujoco.mj_comPos(m, d)
         out[t] = d.subtree_com[pelvis]
     return out
