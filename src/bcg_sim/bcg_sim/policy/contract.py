@@ -5,8 +5,8 @@ control period and the reference clip. `PolicyContract.validate()` checks it aga
 table, feature sizes) and names the first thing that is wrong.
 
 Action: a [29] raw network output a (clipped to +-action_clip) gives joint targets
-q_target = default_joint_pos + action_scale * a [rad], tracked by the motors' PD (kp, kd) and limited to
-+-effort_limit by the motors.
+q_target = default_joint_pos + action_scale * a [rad], kept within each joint's range widened by
+target_reach * effort_limit / kp, tracked by the motors' PD (kp, kd) and limited to +-effort_limit by the motors.
 """
 
 from __future__ import annotations
@@ -80,6 +80,11 @@ class PolicyContract:
     observation: ObservationSpec
     reference: ReferenceSpec
     action_clip: float = 100.0  # raw action clip before scaling
+    # How far PD targets may go past a joint's range, in units of its effort_limit / kp [rad]. 0: up to the
+    # range's ends, so a joint at its end gets no PD torque towards it (a deep crouch cannot be held against
+    # load at the ankle's end); 1: far enough that the PD can push with the motor's full effort at the end,
+    # and never more than the motor gives. Absent in policy.yaml: 0 (every artifact before this key).
+    target_reach: float = 0.0
     files: dict[str, str] = field(default_factory=dict)  # runtime -> file, e.g. {"onnx": "policy.onnx"}
     format: str = FORMAT
     version: int = METADATA_VERSION
@@ -109,14 +114,21 @@ class PolicyContract:
         return x.clamp(-c, c) if is_torch(x) else np.clip(x, -c, c).astype(np.float32)
 
     def action_to_target(self, action):
-        """Joint position targets [..., 29] rad from raw actions [..., 29] (numpy or torch), inside the joints'
-        ranges: the robot never asks a motor to push past its range, so training must not either -- a policy
-        trained with unclipped targets learns to command past the range for PD torque the robot does not give."""
+        """Joint position targets [..., 29] rad from raw actions [..., 29] (numpy or torch), inside
+        `target_range()`: training, evaluation and the node clip the same way, so a policy never learns to count
+        on PD torque from targets the robot would not be sent."""
         c = self.action_clip
         a = action.clamp(-c, c) if is_torch(action) else np.clip(action, -c, c)
         q = _like(self.default_joint_pos, a) + _like(self.action_scale, a) * a
-        lower, upper = _like(_JOINT_LOWER, a), _like(_JOINT_UPPER, a)
+        lower, upper = (_like(x, a) for x in self.target_range())
         return q.clamp(min=lower, max=upper) if is_torch(q) else np.clip(q, lower, upper)
+
+    def target_range(self) -> tuple[np.ndarray, np.ndarray]:
+        """[29] lower and upper PD targets [rad]: the joint ranges widened by target_reach * effort_limit / kp."""
+        if self.target_reach == 0.0:
+            return _JOINT_LOWER, _JOINT_UPPER
+        reach = self.target_reach * np.asarray(self.effort_limit) / np.maximum(np.asarray(self.kp), 1e-9)
+        return _JOINT_LOWER - reach, _JOINT_UPPER + reach
 
     # --- io ---
     def to_dict(self) -> dict[str, Any]:
@@ -190,6 +202,11 @@ class PolicyContract:
                 raise PolicyContractError(
                     f"{where}: effort_limit {lim} of {j.name} exceeds its motor's {MOTORS[j.motor].effort_limit} N m"
                 )
+        if not (isinstance(self.target_reach, (int, float)) and 0.0 <= self.target_reach <= 10.0):
+            raise PolicyContractError(
+                f"{where}: target_reach must be a number in [0, 10] (units of effort_limit / kp), "
+                f"got {self.target_reach!r}"
+            )
         if not (self.control_dt > 0 and math.isfinite(self.control_dt)):
             raise PolicyContractError(f"{where}: control_dt must be > 0, got {self.control_dt}")
         if self.train_kappa is not None and not (
@@ -266,6 +283,7 @@ def default_contract(
         observation=ObservationSpec(k, layout_slices, [0.0] * n, [1.0] * n, float(d["obs_clip"])),
         reference=ReferenceSpec(reference_name),
         action_clip=float(d["action_clip"]),
+        target_reach=float(d["target_reach"]),
     )
     c.validate("default contract")
     return c
