@@ -175,7 +175,6 @@ def test_action_latency_and_seeded_noise(tmp_path):
 
 def test_playback_policy_targets_are_the_next_reference_frame(tmp_path):
     from bcg_policy_node.policy_runner import PolicyRunner
-    from bcg_sim.g1 import JOINTS_29
     from bcg_sim.policy import RobotState, load_policy
     from bcg_train.eval.playback import export_playback
 
@@ -184,7 +183,7 @@ def test_playback_policy_targets_are_the_next_reference_frame(tmp_path):
     s0 = pol.reference.sample(np.array([0.0]))
     state = RobotState(s0["joint_pos"][0], np.zeros(29), s0["root_quat_w"][0], np.zeros(3))
     runner.start(state)
-    lo, hi = np.array([j.lower for j in JOINTS_29]), np.array([j.upper for j in JOINTS_29])
+    lo, hi = pol.contract.target_range()
     for k in range(5):
         target = runner.step(state)
         expected = np.clip(pol.reference.sample(np.array([(k + 1) * pol.contract.control_dt]))["joint_pos"][0], lo, hi)

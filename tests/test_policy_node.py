@@ -60,7 +60,7 @@ def setup(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("policy_node")
     contract = default_contract()
     art = export_policy(BiasPolicy(), contract, tmp / "bias", formats=("onnx",))
-    expected_q = np.clip(DEFAULT + np.array(contract.action_scale) * BIAS, LOWER, UPPER)
+    expected_q = np.clip(DEFAULT + np.array(contract.action_scale) * BIAS, *contract.target_range())
     node = NodeProcess(
         "bcg_policy_node.policy_node",
         policy_node_args(

@@ -122,7 +122,8 @@ def test_target_reach_lets_the_pd_push_with_the_full_effort_at_a_range_end(tmp_p
     lower, upper = joint_limits()
     kp, effort = np.asarray(task.contract.kp), np.asarray(task.contract.effort_limit)
     big = np.full(29, 1e3)
-    assert np.allclose(task.contract.action_to_target(big), upper)  # the default: no torque at the end
+    none = dataclasses.replace(task.contract, target_reach=0.0)
+    assert np.allclose(none.action_to_target(big), upper)  # no PD torque towards the end at the end
     c = dataclasses.replace(task.contract, target_reach=1.0)
     for a in (big, -big):
         at_end = upper if a[0] > 0 else lower
@@ -170,14 +171,12 @@ def test_action_delay_applies_the_previous_action_in_delayed_episodes(tmp_path):
     assert not bool(none.delayed.any())
 
 
-def test_training_targets_stay_in_the_joint_ranges_the_node_enforces(tmp_path):
-    """Training drives the simulator with the targets the node would send: a raw action past a joint's range
-    gives the range's end (no extra PD torque the robot would not get), with zero gradient there, and the node's
-    PolicyRunner sends the same targets for the same action."""
-    from bcg_sim.g1.joints import joint_limits
-
+def test_training_targets_stay_in_the_target_ranges_the_node_enforces(tmp_path):
+    """Training drives the simulator with the targets the node would send: a raw action past a joint's target
+    range gives the range's end (no extra PD torque the robot would not get), with zero gradient there, and the
+    node's PolicyRunner sends the same targets for the same action."""
     task = _task(tmp_path)
-    lower, upper = (torch.as_tensor(x, dtype=torch.float32) for x in joint_limits())
+    lower, upper = (torch.as_tensor(x, dtype=torch.float32) for x in task.contract.target_range())
     action = torch.full((2, 29), 50.0)
     action[1] = -50.0
     action.requires_grad_()
