@@ -180,6 +180,7 @@ def test_truncated_bag_gives_clear_error(recorded_bag, tmp_path):
 
 SPLIT_S = 0.3  # small files so that a few seconds of recording span several
 KILL_RATE_HZ = 200.0
+POLL_S = 0.1  # how often the SIGKILL test reads the bag's closed splits while it publishes
 
 
 def _ticks(path, topic="/lowstate"):
@@ -205,6 +206,11 @@ def _record_and_kill(pub, bag, kill_after_s, log):
             i += 1
             time.sleep(1.0 / KILL_RATE_HZ)
 
+        def publish_for(seconds: float):
+            t = time.monotonic()
+            while time.monotonic() - t < seconds:
+                publish_one()
+
         def closed_ticks() -> list[int]:  # what the closed splits hold now (metadata.yaml is replaced atomically)
             return _ticks(bag, topic) if (bag / "metadata.yaml").exists() else []
 
@@ -213,13 +219,15 @@ def _record_and_kill(pub, bag, kill_after_s, log):
         # seconds on a loaded machine), and the kill waits until a split closed after the clock started holds
         # a message published after it: a recorder starved of CPU is then still killed in the middle of its
         # work. What the bag keeps is judged on content, not on how far a loaded recorder lags the wall clock.
+        # The bag is read between bursts of POLL_S, not after every message: splits close every SPLIT_S.
         deadline = time.monotonic() + 60.0
         while not closed_ticks() and time.monotonic() < deadline:
-            publish_one()
+            publish_for(POLL_S)
         assert closed_ticks(), f"recorder wrote nothing in 60 s ({rec.output()})"
-        clock_tick, t0 = i, time.monotonic()
-        while time.monotonic() - t0 < kill_after_s or (closed_ticks()[-1] < clock_tick and time.monotonic() < deadline):
-            publish_one()
+        clock_tick = i
+        publish_for(kill_after_s)
+        while closed_ticks()[-1] < clock_tick and time.monotonic() < deadline:
+            publish_for(POLL_S)
         before = closed_ticks()
         assert before[-1] >= clock_tick, f"recorder closed no split in 60 s ({rec.output()})"
         rec.proc.send_signal(signal.SIGKILL)
