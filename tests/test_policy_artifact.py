@@ -235,3 +235,32 @@ def test_broken_artifact_is_one_error_type_and_one_cli_line(artifact, tmp_path, 
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert lines[0].startswith("bcg-policy: error: ") and problem in lines[0] and file in lines[0], lines[0]
+
+
+def test_target_reach_lets_the_pd_push_with_the_full_effort_at_a_range_end():
+    """With target_reach 1 a raw action far past a joint's range gives the range's end plus effort_limit / kp:
+    a joint at its end gets the motor's full effort from the PD (with 0: none), the same in torch and numpy;
+    policy.yaml keeps the key, an artifact without it reads as 0, and a negative one is refused in one line."""
+    import dataclasses
+
+    from bcg_sim.g1.joints import joint_limits
+    from bcg_sim.policy.contract import PolicyContract, PolicyContractError
+
+    contract = default_contract()
+    lower, upper = joint_limits()
+    kp, effort = np.asarray(contract.kp), np.asarray(contract.effort_limit)
+    big = np.full(29, 1e3)
+    none = dataclasses.replace(contract, target_reach=0.0)
+    assert np.allclose(none.action_to_target(big), upper)  # no PD torque towards the end at the end
+    c = dataclasses.replace(contract, target_reach=1.0)
+    for a in (big, -big):
+        at_end = upper if a[0] > 0 else lower
+        pd_at_end = kp * (c.action_to_target(a) - at_end)  # the PD torque of a joint standing at that end
+        assert np.allclose(np.abs(pd_at_end), effort, rtol=1e-9)
+        t = c.action_to_target(torch.as_tensor(a, dtype=torch.float64))
+        assert np.allclose(t.numpy(), c.action_to_target(a))
+    d = c.to_dict()
+    assert PolicyContract.from_dict(d).target_reach == 1.0
+    assert PolicyContract.from_dict({k: v for k, v in d.items() if k != "target_reach"}).target_reach == 0.0
+    with pytest.raises(PolicyContractError, match="target_reach must be a number in"):
+        PolicyContract.from_dict({**d, "target_reach": -1.0})

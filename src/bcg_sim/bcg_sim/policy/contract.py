@@ -24,7 +24,7 @@ from bcg_sim.g1.joints import JOINTS_29, MOTORS, joint_limits, stand_gains
 from bcg_sim.policy.observation import STANDARD_LAYOUT, _like, feature_size
 from bcg_sim.quat import is_torch
 
-# [29] rad, motor order: targets are kept inside them (read once; action_to_target runs every control step)
+# [29] rad, motor order: the joint ranges, which target_range() widens (read once: targets are made every control step)
 _JOINT_LOWER, _JOINT_UPPER = joint_limits()
 _JOINT_LOWER.setflags(write=False)
 _JOINT_UPPER.setflags(write=False)
