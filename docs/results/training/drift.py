@@ -12,9 +12,10 @@ import dataclasses
 import numpy as np
 
 from bcg_sim.policy import load_policy
+from bcg_sim.quat import rotate_inv, yaw
 from bcg_train.eval.config import load_eval_config
 from bcg_train.eval.evaluate import run_mujoco
-from bcg_train.eval.metrics import kinematics
+from bcg_train.eval.metrics import kinematics, tracking_error
 from bcg_train.eval.mujoco_eval import clip_seconds
 
 ap = argparse.ArgumentParser()
@@ -31,16 +32,11 @@ if a.latency is not None:
     cfg = dataclasses.replace(cfg, action_latency_s=a.latency)
 
 
-def yaw(q):  # [T, 4] w x y z -> [T] heading [rad]
-    w, x, y, z = q.T
-    return np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
-
-
 def local(pos, root_xy, psi):  # [T, B, 3] world -> relative to the root's x y, in its heading frame
     d = pos.copy()
     d[..., :2] -= root_xy[:, None]
-    c, s = np.cos(psi)[:, None], np.sin(psi)[:, None]
-    return np.stack([c * d[..., 0] + s * d[..., 1], -s * d[..., 0] + c * d[..., 1], d[..., 2]], axis=-1)
+    heading = np.stack([np.cos(psi / 2), 0 * psi, 0 * psi, np.sin(psi / 2)], axis=-1)  # [T, 4] about z
+    return rotate_inv(heading[:, None], d)
 
 
 print("run  world [cm]  xy [cm]  xy+yaw [cm]  root xy off mean / end [cm]  heading off end [deg]")
@@ -49,12 +45,12 @@ for r in run_mujoco(pol, cfg, a.mjcf, clip_seconds(pol, cfg.seconds), False):
     ro = r["rollout"]
     k, kr = kinematics(ro.qpos).body_pos_w, kinematics(ro.ref_qpos).body_pos_w
     off = ro.qpos[:, :2] - ro.ref_qpos[:, :2]  # [T, 2] root x y, robot - reference
-    world = np.linalg.norm(k - kr, axis=-1).mean()
+    world = tracking_error(k, kr).mean()
     shifted = kr.copy()
     shifted[..., :2] += off[:, None]
-    xy = np.linalg.norm(k - shifted, axis=-1).mean()
+    xy = tracking_error(k, shifted).mean()
     psi, psr = yaw(ro.qpos[:, 3:7]), yaw(ro.ref_qpos[:, 3:7])
-    pose = np.linalg.norm(local(k, ro.qpos[:, :2], psi) - local(kr, ro.ref_qpos[:, :2], psr), axis=-1).mean()
+    pose = tracking_error(local(k, ro.qpos[:, :2], psi), local(kr, ro.ref_qpos[:, :2], psr)).mean()
     dpsi = np.degrees(np.angle(np.exp(1j * (psi[-1] - psr[-1]))))
     d = np.linalg.norm(off, axis=-1)
     rows.append((world, xy, pose, d.mean(), d[-1]))
