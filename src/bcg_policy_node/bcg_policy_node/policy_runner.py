@@ -2,8 +2,9 @@
 
 One `step` per control period (contract.control_dt): observation from the shared builder
 (`bcg_sim.policy.build_observation`), action from `Policy.act`, joint targets
-q = default + scale * action clipped to the joint table's range. Any non-finite value or policy exception
-raises PolicyFault with a cause for the log; the node then damps.
+q = default + scale * action clipped to the joint table's range. A policy that observes its offset from the clip
+(ref_root_offset_xy) gets the pelvis position from the runner's `LegOdometry` (encoders + IMU orientation).
+Any non-finite value or policy exception raises PolicyFault with a cause for the log; the node then damps.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import time
 import numpy as np
 
 from bcg_policy_node.safety import check_finite
-from bcg_sim.policy import Policy, build_observation
+from bcg_sim.policy import Policy, RobotState, build_observation
+from bcg_sim.policy.odometry import LegOdometry
 
 
 class PolicyFault(RuntimeError):
@@ -33,6 +35,7 @@ class PolicyRunner:
         self.t = 0.0  # s since the run started (reference time of this step)
         self.last_action = np.zeros(29, dtype=np.float32)
         self.last_act_s = 0.0  # wall time of the last inference
+        self.odometry = LegOdometry() if "ref_root_offset_xy" in self._slices else None
 
     def start(self, state, t0: float = 0.0) -> None:
         """Begin a run at reference time t0 [s] (default the clip's start): zero last action, clip yaw-aligned
@@ -40,6 +43,9 @@ class PolicyRunner:
         self.t = float(t0)
         self.last_action = np.zeros(29, dtype=np.float32)
         self.reference.align_yaw(state.base_quat_w, self.t)
+        if self.odometry is not None:  # the robot stands where the aligned clip starts
+            start_xy = self.reference.sample(np.array([self.t]))["root_pos_w"][0, :2]
+            self.odometry.reset(state.joint_pos, state.base_quat_w, start_xy)
 
     @property
     def clip_ended(self) -> bool:
@@ -48,6 +54,9 @@ class PolicyRunner:
     def step(self, state) -> np.ndarray:
         """Joint targets [29] rad for robot `state` (a lowlevel.RobotState); advances reference time."""
         window = self.reference.window(self.t, self.horizon, self.dt)
+        if self.odometry is not None:
+            pos = self.odometry.update(state.joint_pos, state.base_quat_w)
+            state = RobotState(state.joint_pos, state.joint_vel, state.base_quat_w, state.base_ang_vel_b, pos)
         obs = build_observation(state, window, self.last_action, self.reference.phase(self.t), self.contract)
         cause = check_finite("observation", obs, self._slices)
         if cause:

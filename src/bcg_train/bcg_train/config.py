@@ -61,6 +61,10 @@ class RandomizeConfig:
     obs_joint_vel: float = 0.3  # [rad/s] ... joint velocities
     obs_ang_vel: float = 0.1  # [rad/s] ... gyroscope
     obs_gravity: float = 0.02  # std of noise on the observed projected gravity (unit vector)
+    obs_root_offset: float = 0.01  # [m] std of noise on the observed offset from the clip (ref_root_offset_xy)
+    # [m per sqrt(m)] the pelvis position estimate's random-walk drift per axis, per square root of the horizontal
+    # path walked: leg odometry in MuJoCo (bcg_sim.policy.odometry) drifts ~7 cm per sqrt(m) of path in norm
+    obs_root_drift: float = 0.05
     action_delay_prob: float = 0.0  # share of episodes whose actions reach the motors one control step late
     # Per-world physics (bcg_sim.diffsim.world_params), drawn uniformly at every episode start; native backend
     # only. [min, max] scales ([1, 1]: off), offsets +-[x, y, z] ([0, 0, 0]: off).
@@ -98,6 +102,9 @@ class TaskConfig:
     motion_end: float | None = None  # [s] ... up to here (None: its last frame)
     episode_steps: int = 500
     start_margin: int = 16
+    # the actor observes its offset from the clip (ref_root_offset_xy, from leg odometry on the robot), so it can
+    # steer back to the clip's path instead of only copying its velocities
+    observe_root_offset: bool = False
     obs_norm_clip: float = 5.0
     obs_norm_epsilon: float = 1e-4
     termination: TerminationConfig = field(default_factory=TerminationConfig)

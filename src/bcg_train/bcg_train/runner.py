@@ -35,7 +35,7 @@ import torch
 import yaml
 
 from bcg_sim.config import ConfigError
-from bcg_sim.policy import ReferenceTrack, default_contract, export_policy
+from bcg_sim.policy import STANDARD_LAYOUT, ReferenceTrack, default_contract, export_policy
 from bcg_sim.policy.contract import PolicyContract
 from bcg_train.algorithm import ALGORITHMS, Algorithm, algorithm_class, all_finite
 from bcg_train.config import TrainConfig, config_from_dict, config_to_dict, derive_seed, parse_budget
@@ -97,8 +97,9 @@ def load_motion(cfg: TrainConfig, control_hz: float):
     return motion
 
 
-def contract_for(motion_name: str) -> PolicyContract:
-    return default_contract(reference_name=motion_name)
+def contract_for(motion_name: str, cfg: TrainConfig) -> PolicyContract:
+    extra = ("ref_root_offset_xy",) if cfg.task.observe_root_offset else ()
+    return default_contract(reference_name=motion_name, layout=STANDARD_LAYOUT + extra)
 
 
 def _contract_core(d: dict) -> dict:
@@ -126,7 +127,7 @@ def check_run_folder(run: Path) -> tuple[TrainConfig, int]:
     saved = yaml.safe_load(open(run / CONTRACT_FILE)) if (run / CONTRACT_FILE).is_file() else None
     if saved is None:
         raise RunError(f"{run}: no {CONTRACT_FILE}")
-    now = _contract_core(contract_for(saved.get("reference", {}).get("name", "")).to_dict())
+    now = _contract_core(contract_for(saved.get("reference", {}).get("name", ""), cfg).to_dict())
     old = _contract_core(saved)
     diff = sorted(k for k in set(now) | set(old) if now.get(k) != old.get(k))
     if diff:
@@ -156,7 +157,7 @@ class Trainer:
             raise RunError(f"num_envs {cfg.num_envs} is not divisible by {self.procs} processes")
         sim = sim_config_for(cfg, comm.rank)
         self.motion = load_motion(cfg, sim.control_hz)
-        self.contract = contract_for(self.motion.name)
+        self.contract = contract_for(self.motion.name, cfg)
         horizon = rollout_horizon(cfg)
         if self.motion.num_frames < horizon + cfg.task.start_margin + 2:
             raise TaskError(

@@ -15,7 +15,9 @@
   mass and torso COM: `draw_world_params`, native backend); all in task.randomize, written into the run's
   config.yaml.
 - Actor observation: exactly `bcg_sim.policy.build_observation` (batched torch), differentiable w.r.t. the
-  simulated state, normalized by `RunningNorm` whose mean/std go into the exported contract.
+  simulated state, normalized by `RunningNorm` whose mean/std go into the exported contract. Where the contract
+  observes the offset from the clip, the pelvis position it sees is the simulator's plus a random walk that
+  grows with the path walked (task.randomize.obs_root_drift), the size of leg odometry's drift in MuJoCo.
 - Critic-only inputs (`privileged`, [N, PRIVILEGED_DIM]): pelvis height, its velocity and its offset from the
   reference in the pelvis frame -- what the termination and the tracking reward depend on.
 - `features(kin)`: the ONE reference-feature function (root position/orientation, joint positions, body positions
@@ -46,6 +48,7 @@ _OBS_NOISE = {
     "joint_vel": "obs_joint_vel",
     "base_ang_vel_b": "obs_ang_vel",
     "projected_gravity_b": "obs_gravity",
+    "ref_root_offset_xy": "obs_root_offset",
 }
 
 
@@ -184,6 +187,10 @@ class Task:
         self._bin_visits = torch.zeros(n_bins, dtype=torch.float64)
         self.push_timer = torch.zeros(self.n, dtype=torch.long)  # control steps until the next push
         self.delayed = torch.zeros(self.n, dtype=torch.bool, device=self.device)  # this episode's actions act late
+        self.root_drift = torch.zeros(self.n, 3, device=self.device)  # [N, 3] m, pelvis estimate minus the true one
+        self._last_root_xy = torch.zeros(self.n, 2, device=self.device)  # [N, 2] m, the pelvis at the last step
+        self._fresh = torch.ones(self.n, dtype=torch.bool, device=self.device)  # no drift step yet since a reset
+        self._observes_root = "ref_root_offset_xy" in contract.slices()
         self._control_hz = env.cfg.control_hz
         rz = cfg.task.randomize
         std = [
@@ -222,6 +229,8 @@ class Task:
         self.steps[ids] = 0
         self.last_action = self.last_action.index_put((ids,), torch.zeros(ids.numel(), 29, device=self.device))
         self.push_timer[ids.cpu()] = self._push_gap(ids.numel())
+        self.root_drift = self.root_drift.index_put((ids,), torch.zeros(ids.numel(), 3, device=self.device))
+        self._fresh = self._fresh.index_put((ids,), torch.ones(ids.numel(), dtype=torch.bool, device=self.device))
         delay_prob = self.randomize_share * self.cfg.task.randomize.action_delay_prob
         delayed = torch.rand(ids.numel(), generator=self.gen) < delay_prob
         self.delayed = self.delayed.index_put((ids,), delayed.to(self.device))
@@ -314,6 +323,7 @@ class Task:
         self.frame += 1
         self.steps += 1
         self.push_timer -= 1
+        self._drift(out.state.root_pos_w)
         terminated = self.terminated(out)
         timeout = ~terminated & ((self.steps >= self.cfg.task.episode_steps) | (self.frame >= self.num_frames - 1))
         with torch.no_grad():
@@ -321,6 +331,20 @@ class Task:
             self._bin_visits.index_add_(0, b, torch.ones(self.n, dtype=torch.float64))
             self._bin_fails.index_add_(0, b, terminated.cpu().to(torch.float64))
         return terminated, timeout
+
+    @torch.no_grad()
+    def _drift(self, root_pos_w: torch.Tensor) -> None:
+        """One step of the pelvis estimate's random walk: per axis N(0, obs_root_drift^2 * path) for the horizontal
+        path [m] walked this step (the pelvis' displacement; none on the first step after a reset)."""
+        sigma = self.cfg.task.randomize.obs_root_drift
+        if not self._observes_root or sigma <= 0:  # no draws: the random stream of a run without it is unchanged
+            return
+        xy = root_pos_w[:, :2].detach()
+        path = torch.where(self._fresh[:, None], 0.0, (xy - self._last_root_xy).norm(dim=-1, keepdim=True))
+        step = torch.randn(self.n, 2, generator=self.gen).to(self.device) * sigma * path.sqrt()
+        self.root_drift = self.root_drift + torch.cat([step, torch.zeros(self.n, 1, device=self.device)], -1)
+        self._last_root_xy = xy.clone()
+        self._fresh = torch.zeros_like(self._fresh)
 
     @torch.no_grad()
     def terminated(self, out) -> torch.Tensor:
@@ -383,6 +407,7 @@ class Task:
             self.ref.root_quat_w[f],
             torch.where(past_end, zero, self.ref.root_lin_vel_w[f]),
             torch.where(past_end, zero, self.ref.root_ang_vel_w[f]),
+            self.ref.root_pos_w[f],
         )
 
     def observation(self, state, frames: torch.Tensor, last_action: torch.Tensor) -> torch.Tensor:
@@ -393,6 +418,7 @@ class Task:
             state.joint_vel,
             state.root_quat_w,
             quat_rotate_inv(state.root_quat_w, state.root_ang_vel_w),
+            state.root_pos_w + self.root_drift,
         )
         phase = (frames.to(torch.float32) / max(self.num_frames - 1, 1)).clamp(0, 1)[:, None]
         return build_observation(robot, self.reference_window(frames), last_action, phase, self.contract)
@@ -439,6 +465,7 @@ class Task:
             "hazard": self.hazard.clone(),
             "push_timer": self.push_timer.clone(),
             "delayed": self.delayed.clone(),
+            "root_drift": self.root_drift.clone(),
             "world_params": None
             if self.env.world_params is None
             else {k: v.clone() for k, v in self.env.world_params.as_dict().items()},
@@ -452,6 +479,7 @@ class Task:
         self.hazard.copy_(d["hazard"])
         self.push_timer.copy_(d["push_timer"])
         self.delayed.copy_(d.get("delayed", torch.zeros_like(self.delayed)))  # absent before action delay existed
+        self.root_drift = d.get("root_drift", torch.zeros_like(self.root_drift)).to(self.device).clone()
         self.last_action = d["last_action"].to(self.device).clone()
         self.gen.set_state(d["gen"])
         # the env tracks the clip from these frames again; BCG's touchdown rule restarts (feet count as loaded)

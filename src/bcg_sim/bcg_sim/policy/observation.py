@@ -1,7 +1,8 @@
 """The observation builder: ONE function for the robot node, the MuJoCo bridge tests, training and evaluation.
 
 It works on numpy arrays and on torch tensors (any leading batch shape `...`), with the same numbers.
-Only what the real robot measures goes in (joint encoders, pelvis IMU), plus the reference motion.
+Only what the real robot measures goes in (joint encoders, pelvis IMU), what it can estimate from them (the
+pelvis position by leg odometry, `bcg_sim.policy.odometry`), plus the reference motion.
 
 Frames and conventions:
 - quaternions are w x y z; `base_quat_w` is the pelvis orientation in the IMU's world frame (z up; its yaw
@@ -21,6 +22,9 @@ Features (name: size; K = contract.observation.ref_horizon):
   ref_root_lin_vel_b 3K   reference root linear velocity in the reference root frame [m/s]
   ref_root_ang_vel_b 3K   reference root angular velocity in the reference root frame [rad/s]
   phase 1                 progress through the clip, t / duration in [0, 1]
+  ref_root_offset_xy 2K   reference root position minus the robot's estimated pelvis position (`root_pos_w`),
+                          x y in the robot's heading frame (yaw only) [m]: how far the robot has wandered
+                          from the clip; not in STANDARD_LAYOUT (a run turns it on: task.observe_root_offset)
 The contract's layout lists which features are used and in which order.
 """
 
@@ -30,7 +34,7 @@ from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
-from bcg_sim.quat import conjugate, is_torch, multiply, rotate_inv, to_rot6d
+from bcg_sim.quat import conjugate, is_torch, multiply, rotate_inv, stack, to_rot6d
 
 Array = Any  # np.ndarray or torch.Tensor
 
@@ -51,6 +55,9 @@ class RobotState(NamedTuple):
     joint_vel: Array
     base_quat_w: Array
     base_ang_vel_b: Array
+    # [..., 3] m, the pelvis position estimate (leg odometry on the robot and in bcg-eval; the simulator's own
+    # plus a drift in training); only ref_root_offset_xy reads it
+    root_pos_w: Array | None = None
 
 
 class ReferenceWindow(NamedTuple):
@@ -60,6 +67,7 @@ class ReferenceWindow(NamedTuple):
     root_quat_w: Array  # [..., K, 4] w x y z
     root_lin_vel_w: Array  # [..., K, 3] m/s, world frame
     root_ang_vel_w: Array  # [..., K, 3] rad/s, world frame
+    root_pos_w: Array | None = None  # [..., K, 3] m, world frame (only ref_root_offset_xy reads it)
 
 
 # --- array-namespace helpers: the same code for numpy and torch (is_torch, stack: bcg_sim.quat) -----
@@ -106,6 +114,19 @@ def _ref_ori(i: _Inputs) -> Array:
     return _flatten_last2(to_rot6d(multiply(conjugate(base), i.ref.root_quat_w)))
 
 
+def _root_offset_xy(i: _Inputs) -> Array:
+    if i.state.root_pos_w is None or i.ref.root_pos_w is None:
+        raise ValueError("observation feature ref_root_offset_xy needs root_pos_w in the robot state and the reference")
+    q = i.state.base_quat_w
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    fx, fy = 1 - 2 * (y * y + z * z), 2 * (w * z + x * y)  # the pelvis' x axis on the ground: its heading
+    n = (fx * fx + fy * fy) ** 0.5 + 1e-9
+    c, s = (fx / n)[..., None], (fy / n)[..., None]  # [..., 1] against K frames
+    d = i.ref.root_pos_w - i.state.root_pos_w[..., None, :]  # [..., K, 3]
+    dx, dy = d[..., 0], d[..., 1]
+    return _flatten_last2(stack([c * dx + s * dy, -s * dx + c * dy]))
+
+
 FEATURES: dict[str, tuple[Callable[[int], int], Callable[[_Inputs], Array]]] = {
     # name: (size as a function of K, compute)
     "joint_pos_rel": (lambda k: 29, lambda i: i.state.joint_pos - i.default),
@@ -124,8 +145,10 @@ FEATURES: dict[str, tuple[Callable[[int], int], Callable[[_Inputs], Array]]] = {
         lambda i: _flatten_last2(rotate_inv(i.ref.root_quat_w, i.ref.root_ang_vel_w)),
     ),
     "phase": (lambda k: 1, lambda i: i.phase),
+    "ref_root_offset_xy": (lambda k: 2 * k, _root_offset_xy),
 }
-STANDARD_LAYOUT: tuple[str, ...] = tuple(FEATURES)  # the default order of a new contract
+OPTIONAL_FEATURES = ("ref_root_offset_xy",)  # a run adds them to STANDARD_LAYOUT (at the end)
+STANDARD_LAYOUT: tuple[str, ...] = tuple(f for f in FEATURES if f not in OPTIONAL_FEATURES)  # a new contract's
 
 
 def feature_size(name: str, ref_horizon: int) -> int:

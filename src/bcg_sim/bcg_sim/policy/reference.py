@@ -183,4 +183,6 @@ class ReferenceTrack:
     def window(self, t: float, horizon: int, dt: float) -> ReferenceWindow:
         """The K = horizon frames at t + dt, ..., t + K dt as a ReferenceWindow ([K, ...] numpy)."""
         s = self.sample(t + dt * np.arange(1, horizon + 1))
-        return ReferenceWindow(s["joint_pos"], s["root_quat_w"], s["root_lin_vel_w"], s["root_ang_vel_w"])
+        return ReferenceWindow(
+            s["joint_pos"], s["root_quat_w"], s["root_lin_vel_w"], s["root_ang_vel_w"], s["root_pos_w"]
+        )

@@ -1,0 +1,71 @@
+"""Leg odometry: where the pelvis is, from what the G1 measures (joint encoders and the IMU's orientation).
+
+The G1 has no sensor for its position, yet a tracking policy that cannot see how far its pelvis has wandered
+from the clip cannot steer back (docs/training.md, "What to watch"). This estimate is what the robot can know:
+the sole point carrying the weight is assumed not to move on the ground, so the pelvis moves by minus that
+point's motion relative to the pelvis, which forward kinematics of the measured joint angles gives, turned
+into the world frame by the IMU's orientation.
+
+- The point carrying the weight: a soft minimum over the eight sole spheres (bcg_sim.g1 foot spheres) by
+  their height below the pelvis, so the support moves smoothly from heel to toe and from foot to foot. Each
+  step's displacement uses the same weights at both configurations: the velocity of one foot-fixed point,
+  which is zero for a foot that rolls or stands without slipping.
+- What it gets wrong: a slipping foot, flight phases (the lowest foot is taken as standing), and the IMU's
+  yaw drift. Training sees the simulator's true position plus a random-walk drift of that size
+  (task.randomize.obs_root_drift), so a policy does not trust the estimate more than it deserves.
+
+One instance per robot run; `reset` at the start, `update` once per control step, numpy only (the node's
+control loop and bcg-eval run it; training does not).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bcg_sim.g1 import BODY_NAMES, FOOT_BODIES, FOOT_SPHERE_RADIUS, foot_sphere_positions, forward_kinematics
+
+_FEET = [BODY_NAMES.index(f) for f in FOOT_BODIES]
+
+
+class LegOdometry:
+    """Pelvis position estimate [3] m in the IMU's world frame from joint angles [29] and the pelvis orientation."""
+
+    def __init__(self, softness_m: float = 0.01):
+        """softness_m: height difference [m] over which the support weight of a sole sphere falls by e (a soft
+        minimum: a sphere 3 cm above the lowest carries ~5 % of its weight)."""
+        self.softness_m = float(softness_m)
+        self._spheres = foot_sphere_positions()  # [S, 3] in the ankle-roll frame
+        self._anchor: np.ndarray | None = None  # [2S, 2] believed ground position of each sole sphere [m]
+        self.position_w = np.zeros(3)
+
+    def _spheres_rel_w(self, joint_pos: np.ndarray, base_quat_w: np.ndarray) -> np.ndarray:
+        """[2S, 3] sole-sphere centres minus the pelvis position, in world axes (pelvis at the origin)."""
+        qpos = np.concatenate([np.zeros(3), np.asarray(base_quat_w, float), np.asarray(joint_pos, float)])
+        pos, rot = forward_kinematics(qpos)
+        c = pos[_FEET][:, None, :] + np.einsum("fij,sj->fsi", rot[_FEET], self._spheres)  # [2, S, 3]
+        return c.reshape(-1, 3)
+
+    def reset(self, joint_pos: np.ndarray, base_quat_w: np.ndarray, root_xy_w: np.ndarray | None = None) -> None:
+        """Start at horizontal position root_xy_w [2] m (default the origin), the height from the lowest sole."""
+        rel = self._spheres_rel_w(joint_pos, base_quat_w)
+        xy = np.zeros(2) if root_xy_w is None else np.asarray(root_xy_w, float)[:2]
+        self._anchor = xy + rel[:, :2]  # [2S, 2] where each sole sphere is believed to be on the ground
+        self.position_w = np.array([xy[0], xy[1], self._height(rel)])
+
+    def _height(self, rel: np.ndarray) -> float:
+        return float(-rel[:, 2].min() + FOOT_SPHERE_RADIUS)
+
+    def update(self, joint_pos: np.ndarray, base_quat_w: np.ndarray) -> np.ndarray:
+        """Advance by one measurement; returns the estimate [3] m: x, y from the supporting soles, z the pelvis
+        height above the lowest sole (flat ground)."""
+        if self._anchor is None:
+            raise RuntimeError("LegOdometry.update before reset")
+        rel = self._spheres_rel_w(joint_pos, base_quat_w)
+        z = rel[:, 2]
+        support = np.exp(-(z - z.min()) / self.softness_m)  # [2S] 1 for the lowest sphere
+        xy = (support / support.sum()) @ (self._anchor - rel[:, :2])
+        # a supporting sphere keeps its ground point (so encoder noise does not add up over a stance); one in
+        # the air is re-placed under where it now is
+        self._anchor = support[:, None] * self._anchor + (1 - support[:, None]) * (xy + rel[:, :2])
+        self.position_w = np.array([xy[0], xy[1], self._height(rel)])
+        return self.position_w.copy()
