@@ -328,7 +328,7 @@ def test_newton_backend_refuses_per_world_physics(tmp_path):
     env = G1DiffEnv(sim, 2)
     motion = bcg_sim.motion.load("dance", fps=sim.control_hz)
     with pytest.raises(ConfigError, match=r"task\.randomize\.friction_scale.*'newton'") as exc:
-        Task(cfg, env, motion, contract_for(motion.name), torch.Generator(), 2)
+        Task(cfg, env, motion, contract_for(motion.name, cfg), torch.Generator(), 2)
     assert "\n" not in str(exc.value)
     env.set_world_params(None, WorldParams.nominal(2))
     with pytest.raises(ConfigError, match="newton"):

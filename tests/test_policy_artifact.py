@@ -13,6 +13,8 @@ import yaml
 
 from bcg_sim.g1.joints import JOINTS_29
 from bcg_sim.policy import (
+    OPTIONAL_FEATURES,
+    STANDARD_LAYOUT,
     PolicyContractError,
     ReferenceTrack,
     ReferenceWindow,
@@ -113,11 +115,21 @@ def _random_quat(*shape):
 
 
 def test_observation_builder_numpy_equals_batched_torch():
-    c = _contract()
+    c = default_contract(ref_horizon=3, layout=STANDARD_LAYOUT + OPTIONAL_FEATURES)  # every feature
     b, k = 4, c.observation.ref_horizon
-    state = RobotState(RNG.normal(size=(b, 29)), RNG.normal(size=(b, 29)), _random_quat(b), RNG.normal(size=(b, 3)))
+    state = RobotState(
+        RNG.normal(size=(b, 29)),
+        RNG.normal(size=(b, 29)),
+        _random_quat(b),
+        RNG.normal(size=(b, 3)),
+        RNG.normal(size=(b, 3)),
+    )
     win = ReferenceWindow(
-        RNG.normal(size=(b, k, 29)), _random_quat(b, k), RNG.normal(size=(b, k, 3)), RNG.normal(size=(b, k, 3))
+        RNG.normal(size=(b, k, 29)),
+        _random_quat(b, k),
+        RNG.normal(size=(b, k, 3)),
+        RNG.normal(size=(b, k, 3)),
+        RNG.normal(size=(b, k, 3)),
     )
     last, phase = RNG.normal(size=(b, 29)), RNG.uniform(size=(b, 1))
     per_sample = np.stack(
@@ -143,7 +155,7 @@ def test_observation_builder_numpy_equals_batched_torch():
 
 
 def test_frames_upright_and_aligned_reference():
-    c = default_contract(ref_horizon=2)
+    c = default_contract(ref_horizon=2, layout=STANDARD_LAYOUT + ("ref_root_offset_xy",))
     yaw = 1.0
     q_robot = np.array([np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)])  # upright, IMU yaw 1 rad
     clip = ReferenceTrack(
@@ -155,9 +167,17 @@ def test_frames_upright_and_aligned_reference():
     )
     clip.align_yaw(q_robot)
     win = clip.window(0.0, 2, c.control_dt)
-    state = RobotState(np.array(c.default_joint_pos), np.zeros(29), q_robot, np.zeros(3))
+    state = RobotState(np.array(c.default_joint_pos), np.zeros(29), q_robot, np.zeros(3), np.array([0.0, 0.0, 0.8]))
     obs = build_observation(state, win, np.zeros(29), clip.phase(0.0), c)
     s = c.slices()
+    # the clip walks 2 cm per frame along its heading, which is the robot's: straight ahead in the heading frame
+    np.testing.assert_allclose(obs[s["ref_root_offset_xy"]], [0.02, 0, 0.04, 0], atol=1e-6)
+    off = RobotState(*state[:4], np.array([0.02 * np.cos(yaw), 0.02 * np.sin(yaw), 0.8]))  # the robot 2 cm ahead
+    np.testing.assert_allclose(
+        build_observation(off, win, np.zeros(29), 0.0, c)[s["ref_root_offset_xy"]], [0, 0, 0.02, 0], atol=1e-6
+    )
+    with pytest.raises(ValueError, match="root_pos_w"):
+        build_observation(RobotState(*state[:4]), win, np.zeros(29), 0.0, c)
     np.testing.assert_allclose(obs[s["projected_gravity_b"]], [0, 0, -1], atol=1e-6)
     np.testing.assert_allclose(obs[s["ref_root_ori_b"]], [1, 0, 0, 1, 0, 0] * 2, atol=1e-6)  # same heading
     np.testing.assert_allclose(obs[s["ref_root_lin_vel_b"]][:3], [1.0, 0, 0], atol=1e-5)  # forward in its frame

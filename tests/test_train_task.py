@@ -161,3 +161,28 @@ def test_training_targets_stay_in_the_target_ranges_the_node_enforces(tmp_path):
     assert bool((inside.grad > 0).all())
     node = task.contract.action_to_target(action.detach()[0].numpy().astype("float64"))
     assert node == pytest.approx(target[0].detach().numpy(), abs=1e-6)
+
+
+def test_the_observed_offset_is_the_clip_minus_a_drifting_estimate(tmp_path):
+    """With task.observe_root_offset the actor sees the reference pelvis minus the simulator's plus a random walk
+    (task.randomize.obs_root_drift per sqrt(m) of path): exact after a reset, spread like sqrt(path) after a walk,
+    unchanged for a world that stands still."""
+    task = _task(tmp_path, n=256, observe_root_offset=True, randomize={"obs_root_drift": 0.05})
+    s = task.contract.slices()["ref_root_offset_xy"]
+    task.reset()
+    state = task.env.state
+    clip = task.observation(state, task.frame, task.last_action)[:, s]
+    step = task.ref.root_pos_w[task.frame + 1, :2] - state.root_pos_w[:, :2]  # the clip's next frame, world x y
+    assert torch.allclose(clip[:, :2].norm(dim=-1), step.norm(dim=-1), atol=1e-5)  # a rotation of it
+    walk = state.root_pos_w.clone()
+    walking = torch.arange(task.n) % 2 == 0
+    for _ in range(100):  # even worlds walk 1 m along x in 1-cm steps, odd ones stand
+        walk[walking, 0] += 0.01
+        task._drift(walk)
+    drift = task.root_drift[:, :2]
+    assert float(drift[~walking].abs().max()) == 0.0
+    assert float(drift[walking].std()) == pytest.approx(0.05, rel=0.2)  # sqrt(1 m) x 0.05 per axis
+    seen = task.observation(state, task.frame, task.last_action)[:, s]
+    assert torch.allclose((seen - clip)[:, :2].norm(dim=-1), drift.norm(dim=-1), atol=1e-5)
+    task.reset(torch.tensor([0]))
+    assert float(task.root_drift[0].abs().max()) == 0.0

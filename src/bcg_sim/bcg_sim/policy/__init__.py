@@ -20,6 +20,7 @@ from bcg_sim.policy.contract import (  # noqa: F401
 )
 from bcg_sim.policy.observation import (  # noqa: F401
     FEATURES,
+    OPTIONAL_FEATURES,
     STANDARD_LAYOUT,
     ReferenceWindow,
     RobotState,
