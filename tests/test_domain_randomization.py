@@ -345,9 +345,12 @@ def test_bad_ranges_are_config_errors(tmp_path):
         ("kp_scale", [0.0, 1.0]),
         ("torso_com_offset", [0.1, 0.1]),
         ("torso_com_offset", [-0.1, 0.0, 0.0]),
+        ("obs_root_drift", -0.05),
     ):
         with pytest.raises(ConfigError, match=rf"task\.randomize\.{key}"):
             load_train_config("tiny", {"task": {"randomize": {key: value}}})
+    with pytest.raises(ConfigError, match=r"task\.root_estimate: must be one of \('odometry', 'random_walk'\)"):
+        load_train_config("tiny", {"task": {"root_estimate": "truth"}})
     with pytest.raises(ConfigError, match=r"task\.randomize\.kp_scale/kd_scale"):
         _trainer(tmp_path, kp_scale=[1.0, 30.0])
     with pytest.raises(ConfigError, match=r"task\.randomize\.friction_slope_scale: max 1\.5"):

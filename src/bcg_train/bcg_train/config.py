@@ -105,6 +105,10 @@ class TaskConfig:
     # the actor observes its offset from the clip (ref_root_offset_xy, from leg odometry on the robot), so it can
     # steer back to the clip's path instead of only copying its velocities
     observe_root_offset: bool = False
+    # what the observed pelvis position gets wrong in training: "odometry" = leg odometry's own error on the
+    # simulated soles (bcg_sim.policy.odometry's rule) plus randomize.obs_root_drift's walk; "random_walk" = the
+    # walk alone on the simulator's pelvis
+    root_estimate: Literal["odometry", "random_walk"] = "odometry"
     obs_norm_clip: float = 5.0
     obs_norm_epsilon: float = 1e-4
     termination: TerminationConfig = field(default_factory=TerminationConfig)
@@ -248,6 +252,13 @@ class TrainConfig:
                 f"needs exactly the groups {FEATURE_GROUPS}, got {sorted(groups)}",
             )
         need(all(s > 0 for s in self.reward.tracking_scales.values()), "reward.tracking_scales", "must be > 0")
+        kinds = get_args(get_type_hints(TaskConfig)["root_estimate"])
+        need(
+            self.task.root_estimate in kinds,
+            "task.root_estimate",
+            f"must be one of {kinds}, got {self.task.root_estimate!r}",
+        )
+        need(self.task.randomize.obs_root_drift >= 0, "task.randomize.obs_root_drift", "must be >= 0")
         need(self.num_envs >= 1, "num_envs", f"must be >= 1, got {self.num_envs}")
         need(self.kappa > 0, "kappa", f"must be > 0 kN/m, got {self.kappa}")
         need(self.checkpoint_every >= 1, "checkpoint_every", "must be >= 1")

@@ -16,8 +16,8 @@
   config.yaml.
 - Actor observation: exactly `bcg_sim.policy.build_observation` (batched torch), differentiable w.r.t. the
   simulated state, normalized by `RunningNorm` whose mean/std go into the exported contract. Where the contract
-  observes the offset from the clip, the pelvis position it sees is the simulator's plus a random walk that
-  grows with the path walked (task.randomize.obs_root_drift), the size of leg odometry's drift in MuJoCo.
+  observes the offset from the clip, the pelvis position it sees is what the robot's leg odometry would
+  estimate from the simulated soles, plus a random walk that grows with the path (task.randomize.obs_root_drift).
 - Critic-only inputs (`privileged`, [N, PRIVILEGED_DIM]): pelvis height, its velocity and its offset from the
   reference in the pelvis frame -- what the termination and the tracking reward depend on.
 - `features(kin)`: the ONE reference-feature function (root position/orientation, joint positions, body positions
@@ -33,8 +33,10 @@ from typing import NamedTuple
 import torch
 
 from bcg_sim.config import ConfigError
-from bcg_sim.g1 import joint_limits
+from bcg_sim.g1 import FOOT_BODIES, foot_sphere_positions, joint_limits
 from bcg_sim.policy import ReferenceWindow, RobotState, build_observation
+from bcg_sim.policy.odometry import support as odometry_support
+from bcg_sim.quat import rotate as quat_rotate
 from bcg_sim.quat import rotate_inv as quat_rotate_inv
 from bcg_sim.quat import to_rot6d as quat_to_rot6d
 from bcg_train.config import FEATURE_GROUPS, PHYSICS_SCALE_KEYS, TrainConfig
@@ -187,10 +189,16 @@ class Task:
         self._bin_visits = torch.zeros(n_bins, dtype=torch.float64)
         self.push_timer = torch.zeros(self.n, dtype=torch.long)  # control steps until the next push
         self.delayed = torch.zeros(self.n, dtype=torch.bool, device=self.device)  # this episode's actions act late
-        self.root_drift = torch.zeros(self.n, 3, device=self.device)  # [N, 3] m, pelvis estimate minus the true one
-        self._last_root_xy = torch.zeros(self.n, 2, device=self.device)  # [N, 2] m, the pelvis at the last step
-        self._fresh = torch.ones(self.n, dtype=torch.bool, device=self.device)  # no drift step yet since a reset
+        # the pelvis estimate the actor observes (ref_root_offset_xy): leg odometry's rule on the simulated soles
         self._observes_root = "ref_root_offset_xy" in contract.slices()
+        self.root_drift = torch.zeros(self.n, 3, device=self.device)  # [N, 3] m, pelvis estimate minus the true one
+        self._odometry_error = torch.zeros(self.n, 2, device=self.device)  # [N, 2] m, of the odometry rule
+        self._walk = torch.zeros(self.n, 2, device=self.device)  # [N, 2] m, obs_root_drift's random walk
+        self._anchor = torch.zeros(self.n, 2 * 4, 2, device=self.device)  # [N, 2S, 2] m, believed sole points
+        self._last_root_xy = torch.zeros(self.n, 2, device=self.device)  # [N, 2] m, the pelvis at the last step
+        self._fresh = torch.ones(self.n, dtype=torch.bool, device=self.device)  # no estimate step since a reset
+        self._feet = torch.tensor([list(env.body_names).index(b) for b in FOOT_BODIES], device=self.device)
+        self._spheres = torch.as_tensor(foot_sphere_positions(), dtype=torch.float32, device=self.device)  # [S, 3]
         self._control_hz = env.cfg.control_hz
         rz = cfg.task.randomize
         std = [
@@ -230,6 +238,7 @@ class Task:
         self.last_action = self.last_action.index_put((ids,), torch.zeros(ids.numel(), 29, device=self.device))
         self.push_timer[ids.cpu()] = self._push_gap(ids.numel())
         self.root_drift = self.root_drift.index_put((ids,), torch.zeros(ids.numel(), 3, device=self.device))
+        self._walk = self._walk.index_put((ids,), torch.zeros(ids.numel(), 2, device=self.device))
         self._fresh = self._fresh.index_put((ids,), torch.ones(ids.numel(), dtype=torch.bool, device=self.device))
         delay_prob = self.randomize_share * self.cfg.task.randomize.action_delay_prob
         delayed = torch.rand(ids.numel(), generator=self.gen) < delay_prob
@@ -323,7 +332,7 @@ class Task:
         self.frame += 1
         self.steps += 1
         self.push_timer -= 1
-        self._drift(out.state.root_pos_w)
+        self._estimate(out)
         terminated = self.terminated(out)
         timeout = ~terminated & ((self.steps >= self.cfg.task.episode_steps) | (self.frame >= self.num_frames - 1))
         with torch.no_grad():
@@ -333,18 +342,33 @@ class Task:
         return terminated, timeout
 
     @torch.no_grad()
-    def _drift(self, root_pos_w: torch.Tensor) -> None:
-        """One step of the pelvis estimate's random walk: per axis N(0, obs_root_drift^2 * path) for the horizontal
-        path [m] walked this step (the pelvis' displacement; none on the first step after a reset)."""
-        sigma = self.cfg.task.randomize.obs_root_drift
-        if not self._observes_root or sigma <= 0:  # no draws: the random stream of a run without it is unchanged
+    def _estimate(self, out) -> None:
+        """Advance the pelvis estimate the actor observes by this step (`root_drift` = estimate - true pelvis):
+        with task.root_estimate "odometry" the error of leg odometry (bcg_sim.policy.odometry: same support rule
+        and anchor update) on the simulated soles -- zero while the supporting soles stay put, growing where they
+        slide -- plus (either way) a random walk of
+        obs_root_drift per axis per sqrt(m) of the pelvis' horizontal path for what the simulator does not show
+        (encoder noise, the model's errors). A world's first step after a reset starts both at zero."""
+        if not self._observes_root:  # no draws: the random stream of a run without it is unchanged
             return
-        xy = root_pos_w[:, :2].detach()
-        path = torch.where(self._fresh[:, None], 0.0, (xy - self._last_root_xy).norm(dim=-1, keepdim=True))
-        step = torch.randn(self.n, 2, generator=self.gen).to(self.device) * sigma * path.sqrt()
-        self.root_drift = self.root_drift + torch.cat([step, torch.zeros(self.n, 1, device=self.device)], -1)
-        self._last_root_xy = xy.clone()
+        n, fresh = self.n, self._fresh[:, None]
+        foot_q = out.body_quat_w[:, self._feet, None, :].expand(n, 2, len(self._spheres), 4)
+        spheres = out.body_pos_w[:, self._feet, None, :] + quat_rotate(foot_q, self._spheres.expand(n, 2, -1, -1))
+        spheres = spheres.reshape(n, -1, 3)  # [N, 2S, 3] world
+        xy, s = spheres[..., :2], odometry_support(spheres[..., 2])[..., None]  # [N, 2S, 2], [N, 2S, 1]
+        anchor = torch.where(fresh[..., None], xy, self._anchor)
+        # LegOdometry's estimate minus the true pelvis: sum_s w_s (anchor_s - sphere_s), w = s / sum(s)
+        if self.cfg.task.root_estimate == "odometry":
+            self._odometry_error = ((s / s.sum(1, keepdim=True)) * (anchor - xy)).sum(1)
+        self._anchor = s * anchor + (1 - s) * (xy + self._odometry_error[:, None, :])
+        root_xy = out.state.root_pos_w[:, :2].detach()
+        sigma = self.cfg.task.randomize.obs_root_drift
+        if sigma > 0:
+            path = torch.where(fresh, 0.0, (root_xy - self._last_root_xy).norm(dim=-1, keepdim=True))
+            self._walk = self._walk + torch.randn(n, 2, generator=self.gen).to(self.device) * sigma * path.sqrt()
+        self._last_root_xy = root_xy.clone()
         self._fresh = torch.zeros_like(self._fresh)
+        self.root_drift = torch.cat([self._odometry_error + self._walk, torch.zeros(n, 1, device=self.device)], -1)
 
     @torch.no_grad()
     def terminated(self, out) -> torch.Tensor:
@@ -466,6 +490,8 @@ class Task:
             "push_timer": self.push_timer.clone(),
             "delayed": self.delayed.clone(),
             "root_drift": self.root_drift.clone(),
+            "root_estimate": [x.clone() for x in (self._odometry_error, self._walk, self._anchor, self._last_root_xy)]
+            + [self._fresh.clone()],
             "world_params": None
             if self.env.world_params is None
             else {k: v.clone() for k, v in self.env.world_params.as_dict().items()},
@@ -480,6 +506,15 @@ class Task:
         self.push_timer.copy_(d["push_timer"])
         self.delayed.copy_(d.get("delayed", torch.zeros_like(self.delayed)))  # absent before action delay existed
         self.root_drift = d.get("root_drift", torch.zeros_like(self.root_drift)).to(self.device).clone()
+        if "root_estimate" in d:  # absent before the estimate existed: it restarts as after a reset
+            err, walk, anchor, last, fresh = (x.to(self.device).clone() for x in d["root_estimate"])
+            self._odometry_error, self._walk, self._anchor, self._last_root_xy, self._fresh = (
+                err,
+                walk,
+                anchor,
+                last,
+                fresh,
+            )
         self.last_action = d["last_action"].to(self.device).clone()
         self.gen.set_state(d["gen"])
         # the env tracks the clip from these frames again; BCG's touchdown rule restarts (feet count as loaded)

@@ -11,29 +11,41 @@ into the world frame by the IMU's orientation.
   step's displacement uses the same weights at both configurations: the velocity of one foot-fixed point,
   which is zero for a foot that rolls or stands without slipping.
 - What it gets wrong: a slipping foot, flight phases (the lowest foot is taken as standing), and the IMU's
-  yaw drift. Training sees the simulator's true position plus a random-walk drift of that size
-  (task.randomize.obs_root_drift), so a policy does not trust the estimate more than it deserves.
+  yaw drift. Training applies the same rule to the simulated soles (`support` and the anchor update, in
+  bcg_train.task), so a policy learns how far the estimate goes wrong where its feet slide.
 
-One instance per robot run; `reset` at the start, `update` once per control step, numpy only (the node's
-control loop and bcg-eval run it; training does not).
+One instance per robot run; `reset` at the start, `update` once per control step, numpy (the node's control
+loop and bcg-eval run it).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from bcg_sim.g1 import BODY_NAMES, FOOT_BODIES, FOOT_SPHERE_RADIUS, foot_sphere_positions, forward_kinematics
+from bcg_sim.quat import is_torch
 
+Array = Any  # np.ndarray or torch.Tensor
 _FEET = [BODY_NAMES.index(f) for f in FOOT_BODIES]
+SUPPORT_SOFTNESS_M = 0.01  # [m] a sole sphere this much above the lowest carries 1/e of its support weight
+
+
+def support(z: Array) -> Array:
+    """Support weight in (0, 1] [..., 2S] of sole spheres at heights z [..., 2S] (numpy or torch): 1 for the
+    lowest, falling by e per SUPPORT_SOFTNESS_M above it (a sphere 3 cm up carries ~5 %)."""
+    if is_torch(z):
+        import torch
+
+        return torch.exp(-(z - z.min(dim=-1, keepdim=True).values) / SUPPORT_SOFTNESS_M)
+    return np.exp(-(z - z.min(axis=-1, keepdims=True)) / SUPPORT_SOFTNESS_M)
 
 
 class LegOdometry:
     """Pelvis position estimate [3] m in the IMU's world frame from joint angles [29] and the pelvis orientation."""
 
-    def __init__(self, softness_m: float = 0.01):
-        """softness_m: height difference [m] over which the support weight of a sole sphere falls by e (a soft
-        minimum: a sphere 3 cm above the lowest carries ~5 % of its weight)."""
-        self.softness_m = float(softness_m)
+    def __init__(self):
         self._spheres = foot_sphere_positions()  # [S, 3] in the ankle-roll frame
         self._anchor: np.ndarray | None = None  # [2S, 2] believed ground position of each sole sphere [m]
         self.position_w = np.zeros(3)
@@ -61,11 +73,10 @@ class LegOdometry:
         if self._anchor is None:
             raise RuntimeError("LegOdometry.update before reset")
         rel = self._spheres_rel_w(joint_pos, base_quat_w)
-        z = rel[:, 2]
-        support = np.exp(-(z - z.min()) / self.softness_m)  # [2S] 1 for the lowest sphere
-        xy = (support / support.sum()) @ (self._anchor - rel[:, :2])
+        s = support(rel[:, 2])  # [2S]
+        xy = (s / s.sum()) @ (self._anchor - rel[:, :2])
         # a supporting sphere keeps its ground point (so encoder noise does not add up over a stance); one in
         # the air is re-placed under where it now is
-        self._anchor = support[:, None] * self._anchor + (1 - support[:, None]) * (xy + rel[:, :2])
+        self._anchor = s[:, None] * self._anchor + (1 - s[:, None]) * (xy + rel[:, :2])
         self.position_w = np.array([xy[0], xy[1], self._height(rel)])
         return self.position_w.copy()
