@@ -273,3 +273,21 @@ def test_a_run_changes_sim_keys_and_bad_ones_exit_2(tmp_path, capsys):
     preset["sim"] = {"solver": {"implicit_contact_sprin": True}}
     path.write_text(yaml.safe_dump(preset))
     _assert_bad_input(main_in_process(capsys, "--preset", path, "--out", tmp_path / "b"), "implicit_contact_sprin")
+
+
+def test_root_offset_flag_turns_the_observation_on_and_off():
+    """--root-offset / --no-root-offset override the preset's task.observe_root_offset (on in cpu, off in default),
+    and the contract a run builds has the feature exactly when it is on."""
+    from bcg_train.cli import _overrides, train_parser
+    from bcg_train.config import load_train_config
+    from bcg_train.runner import contract_for
+
+    def layout(*argv):
+        args = train_parser().parse_args(list(argv))
+        cfg = load_train_config(args.preset, _overrides(args))
+        return [s.name for s in contract_for("dance", cfg).observation.layout]
+
+    assert "ref_root_offset_xy" in layout("--preset", "cpu")
+    assert "ref_root_offset_xy" not in layout("--preset", "cpu", "--no-root-offset")
+    assert "ref_root_offset_xy" not in layout("--preset", "default")
+    assert layout("--preset", "default", "--root-offset")[-1] == "ref_root_offset_xy"

@@ -33,6 +33,7 @@ _FLAG_KEYS = {  # CLI flag -> TrainConfig path
     "motion_end": ("task", "motion_end"),
     "horizon": ("shac", "horizon"),
     "reward": ("reward", "kind"),
+    "root_offset": ("task", "observe_root_offset"),
 }
 
 
@@ -76,6 +77,12 @@ def train_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="train on the clip up to S seconds (default: its end), e.g. --motion-start 30 "
         "--motion-end 40 for a 10-s window of a long take",
+    )
+    ap.add_argument(
+        "--root-offset",
+        action=argparse.BooleanOptionalAction,
+        help="the actor observes its offset from the clip (leg odometry on the robot; off for clips with flight "
+        f"or sliding feet, docs/training.md) (default: {dflt(('task', 'observe_root_offset'))})",
     )
     ap.add_argument("--algo", choices=ALGOS, help=f"(default: {dflt(('algo',))})")
     ap.add_argument("--reward", choices=REWARD_KINDS, help=f"(default: {dflt(('reward', 'kind'))})")
