@@ -6,10 +6,12 @@ the sole point carrying the weight is assumed not to move on the ground, so the 
 point's motion relative to the pelvis, which forward kinematics of the measured joint angles gives, turned
 into the world frame by the IMU's orientation.
 
-- The point carrying the weight: a soft minimum over the eight sole spheres (bcg_sim.g1 foot spheres) by
-  their height below the pelvis, so the support moves smoothly from heel to toe and from foot to foot. Each
-  step's displacement uses the same weights at both configurations: the velocity of one foot-fixed point,
-  which is zero for a foot that rolls or stands without slipping.
+- The point carrying the weight: each of the eight sole spheres (bcg_sim.g1 foot spheres) keeps the ground
+  point where it was last put down (its anchor), and the pelvis is where the anchors say, weighted by
+  `support`, a soft minimum of the spheres' heights below the pelvis, so the support passes smoothly from heel
+  to toe and from foot to foot. A supporting sphere's anchor stays, so white encoder noise does not add up
+  over a stance (integrating each step's displacement drifted 1.4-2.4x more in MuJoCo); a sphere in the air is
+  re-placed under where it now is.
 - What it gets wrong: a slipping foot, flight phases (the lowest foot is taken as standing), and the IMU's
   yaw drift. Training applies the same rule to the simulated soles (`support` and the anchor update, in
   bcg_train.task), so a policy learns how far the estimate goes wrong where its feet slide.
