@@ -191,14 +191,13 @@ class Task:
         self.delayed = torch.zeros(self.n, dtype=torch.bool, device=self.device)  # this episode's actions act late
         # the pelvis estimate the actor observes (ref_root_offset_xy): leg odometry's rule on the simulated soles
         self._observes_root = "ref_root_offset_xy" in contract.slices()
-        self.root_drift = torch.zeros(self.n, 3, device=self.device)  # [N, 3] m, pelvis estimate minus the true one
         self._odometry_error = torch.zeros(self.n, 2, device=self.device)  # [N, 2] m, of the odometry rule
         self._walk = torch.zeros(self.n, 2, device=self.device)  # [N, 2] m, obs_root_drift's random walk
-        self._anchor = torch.zeros(self.n, 2 * 4, 2, device=self.device)  # [N, 2S, 2] m, believed sole points
         self._last_root_xy = torch.zeros(self.n, 2, device=self.device)  # [N, 2] m, the pelvis at the last step
         self._fresh = torch.ones(self.n, dtype=torch.bool, device=self.device)  # no estimate step since a reset
         self._feet = torch.tensor([list(env.body_names).index(b) for b in FOOT_BODIES], device=self.device)
         self._spheres = torch.as_tensor(foot_sphere_positions(), dtype=torch.float32, device=self.device)  # [S, 3]
+        self._anchor = torch.zeros(self.n, 2 * len(self._spheres), 2, device=self.device)  # [N, 2S, 2] m, sole points
         self._control_hz = env.cfg.control_hz
         rz = cfg.task.randomize
         std = [
@@ -237,7 +236,7 @@ class Task:
         self.steps[ids] = 0
         self.last_action = self.last_action.index_put((ids,), torch.zeros(ids.numel(), 29, device=self.device))
         self.push_timer[ids.cpu()] = self._push_gap(ids.numel())
-        self.root_drift = self.root_drift.index_put((ids,), torch.zeros(ids.numel(), 3, device=self.device))
+        self._odometry_error = self._odometry_error.index_put((ids,), torch.zeros(ids.numel(), 2, device=self.device))
         self._walk = self._walk.index_put((ids,), torch.zeros(ids.numel(), 2, device=self.device))
         self._fresh = self._fresh.index_put((ids,), torch.ones(ids.numel(), dtype=torch.bool, device=self.device))
         delay_prob = self.randomize_share * self.cfg.task.randomize.action_delay_prob
@@ -341,6 +340,11 @@ class Task:
             self._bin_fails.index_add_(0, b, terminated.cpu().to(torch.float64))
         return terminated, timeout
 
+    @property
+    def root_drift(self) -> torch.Tensor:
+        """[N, 3] m, the pelvis estimate the actor observes minus the true pelvis (zero in z)."""
+        return torch.cat([self._odometry_error + self._walk, torch.zeros(self.n, 1, device=self.device)], -1)
+
     @torch.no_grad()
     def _estimate(self, out) -> None:
         """Advance the pelvis estimate the actor observes by this step (`root_drift` = estimate - true pelvis):
@@ -352,15 +356,15 @@ class Task:
         if not self._observes_root:  # no draws: the random stream of a run without it is unchanged
             return
         n, fresh = self.n, self._fresh[:, None]
-        foot_q = out.body_quat_w[:, self._feet, None, :].expand(n, 2, len(self._spheres), 4)
-        spheres = out.body_pos_w[:, self._feet, None, :] + quat_rotate(foot_q, self._spheres.expand(n, 2, -1, -1))
-        spheres = spheres.reshape(n, -1, 3)  # [N, 2S, 3] world
-        xy, s = spheres[..., :2], odometry_support(spheres[..., 2])[..., None]  # [N, 2S, 2], [N, 2S, 1]
-        anchor = torch.where(fresh[..., None], xy, self._anchor)
-        # LegOdometry's estimate minus the true pelvis: sum_s w_s (anchor_s - sphere_s), w = s / sum(s)
         if self.cfg.task.root_estimate == "odometry":
+            foot_q = out.body_quat_w[:, self._feet, None, :].expand(n, 2, len(self._spheres), 4)
+            spheres = out.body_pos_w[:, self._feet, None, :] + quat_rotate(foot_q, self._spheres.expand(n, 2, -1, -1))
+            spheres = spheres.reshape(n, -1, 3)  # [N, 2S, 3] world
+            xy, s = spheres[..., :2], odometry_support(spheres[..., 2])[..., None]  # [N, 2S, 2], [N, 2S, 1]
+            anchor = torch.where(fresh[..., None], xy, self._anchor)
+            # LegOdometry's estimate minus the true pelvis: sum_s w_s (anchor_s - sphere_s), w = s / sum(s)
             self._odometry_error = ((s / s.sum(1, keepdim=True)) * (anchor - xy)).sum(1)
-        self._anchor = s * anchor + (1 - s) * (xy + self._odometry_error[:, None, :])
+            self._anchor = s * anchor + (1 - s) * (xy + self._odometry_error[:, None, :])
         root_xy = out.state.root_pos_w[:, :2].detach()
         sigma = self.cfg.task.randomize.obs_root_drift
         if sigma > 0:
@@ -368,7 +372,6 @@ class Task:
             self._walk = self._walk + torch.randn(n, 2, generator=self.gen).to(self.device) * sigma * path.sqrt()
         self._last_root_xy = root_xy.clone()
         self._fresh = torch.zeros_like(self._fresh)
-        self.root_drift = torch.cat([self._odometry_error + self._walk, torch.zeros(n, 1, device=self.device)], -1)
 
     @torch.no_grad()
     def terminated(self, out) -> torch.Tensor:
@@ -489,7 +492,6 @@ class Task:
             "hazard": self.hazard.clone(),
             "push_timer": self.push_timer.clone(),
             "delayed": self.delayed.clone(),
-            "root_drift": self.root_drift.clone(),
             "root_estimate": [x.clone() for x in (self._odometry_error, self._walk, self._anchor, self._last_root_xy)]
             + [self._fresh.clone()],
             "world_params": None
@@ -505,7 +507,8 @@ class Task:
         self.hazard.copy_(d["hazard"])
         self.push_timer.copy_(d["push_timer"])
         self.delayed.copy_(d.get("delayed", torch.zeros_like(self.delayed)))  # absent before action delay existed
-        self.root_drift = d.get("root_drift", torch.zeros_like(self.root_drift)).to(self.device).clone()
+        if "root_drift" in d and "root_estimate" not in d:  # a checkpoint from when the drift was the walk alone
+            self._walk = d["root_drift"][:, :2].to(self.device).clone()
         if "root_estimate" in d:  # absent before the estimate existed: it restarts as after a reset
             err, walk, anchor, last, fresh = (x.to(self.device).clone() for x in d["root_estimate"])
             self._odometry_error, self._walk, self._anchor, self._last_root_xy, self._fresh = (
