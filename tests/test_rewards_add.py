@@ -1,7 +1,7 @@
 """ADD reward (bcg_train.rewards.ADDReward) on small real tensors: the default reward's gradient points towards
 delta = 0 on bad samples, the discriminator's steps follow the samples (equal on every process), the gradient
 penalty covers negatives and positive, the delta scale is a count-weighted cumulative mean, the world horizontal
-root position is hidden, one discriminator per feature group, per-iteration logs, resume."""
+root position is hidden, per-iteration logs, resume."""
 
 from __future__ import annotations
 
@@ -21,9 +21,6 @@ from bcg_train.task import Features
 # a small feature layout with the task's group names and order (body_pos: 2 bodies)
 SIZES = {"root_pos": 3, "root_ori": 6, "joint_pos": 4, "body_pos": 6, "root_vel": 6, "joint_vel": 4}
 DIM = sum(SIZES.values())
-LAYOUT, _i = {}, 0
-for _g in FEATURE_GROUPS:
-    LAYOUT[_g], _i = slice(_i, _i + SIZES[_g]), _i + SIZES[_g]
 
 
 def feats(x: torch.Tensor) -> Features:
@@ -36,7 +33,7 @@ def feats(x: torch.Tensor) -> Features:
 
 def make(**over) -> ADDReward:
     cfg = dc.replace(ADDConfig(), hidden=[32, 32], replay_size=4096, **over)
-    return ADDReward(cfg, DIM, "cpu", torch.Generator().manual_seed(0), layout=LAYOUT)
+    return ADDReward(cfg, DIM, "cpu", torch.Generator().manual_seed(0))
 
 
 def trained(iters: int = 150, **over) -> ADDReward:
@@ -153,13 +150,12 @@ def test_gradient_penalty_covers_negatives_and_positive():
     g = torch.Generator().manual_seed(3)
     add.scale.update(torch.randn(100, DIM, generator=g))
     near, far = 0.1 * torch.randn(32, DIM, generator=g), 3.0 * torch.randn(32, DIM, generator=g)
-    near, far = near * add.mask, far * add.mask  # as delta() gives them (world x y hidden)
     t_near, t_far = add.losses(near), add.losses(far)
     # the positive's term is the same network gradient at delta = 0, only the negatives' differ
     assert torch.isclose(t_near["gp_pos"], t_far["gp_pos"])
     assert not torch.isclose(t_near["gp"], t_far["gp"], rtol=1e-3)
     for neg, t in ((near, t_near), (far, t_far)):  # gp = 0.5 (E_neg + E_pos) |d logit / dx|^2, independently
-        x = torch.cat([torch.zeros(1, DIM), add.scale(neg)]).requires_grad_(True)
+        x = torch.cat([torch.zeros(1, DIM), add.scale(neg * add.mask)]).requires_grad_(True)
         (gx,) = torch.autograd.grad(add.disc(x).sum(), x)
         sq = (gx**2).sum(-1)
         assert torch.isclose(t["gp"], 0.5 * (sq[0] + sq[1:].mean()), rtol=1e-5)
@@ -259,37 +255,3 @@ def test_config_defaults_and_checks():
         load_train_config(overrides={"add": {"optimizer": "rmsprop"}})
     with pytest.raises(ConfigError, match="unknown key"):
         load_train_config(overrides={"add": {"updates_per_iter": 4}})
-
-
-def test_per_group_discriminators_see_only_their_group_and_each_group_is_paid_for():
-    """add.discriminator per_group: a group's logit moves with its own columns only, and after training on the
-    toy stream a step towards delta = 0 in any one group alone raises the reward."""
-    add = trained(discriminator="per_group", group_hidden=[16, 16])
-    x = torch.randn(8, DIM, generator=torch.Generator().manual_seed(3))
-    base = add.logit(x)
-    assert base.shape == (8, len(FEATURE_GROUPS))
-    for k, g in enumerate(FEATURE_GROUPS):
-        y = x.clone()
-        y[:, LAYOUT[g]] += 1.0
-        moved = (add.logit(y) - base).abs() > 0
-        if g == "root_pos":  # x y are masked; z moves it
-            assert moved[:, k].all()
-        assert moved[:, k].any() and moved.sum(0).nonzero().flatten().tolist() == [k], g
-    bad = 3.5 * torch.randn(256, DIM, generator=torch.Generator().manual_seed(7))
-    bad[:, :2] = 0.0
-    _, grad = reward_and_grad(add, bad)
-    for g in FEATURE_GROUPS:
-        sl = slice(2, 3) if g == "root_pos" else LAYOUT[g]
-        toward_zero = -(grad[:, sl] * bad[:, sl]).sum(-1)
-        assert (toward_zero > 0).float().mean() >= 0.9, g
-
-
-def test_per_group_needs_the_layout_and_a_checkpoint_keeps_its_kind():
-    cfg = dc.replace(ADDConfig(), discriminator="per_group", group_hidden=[8])
-    with pytest.raises(ValueError, match="layout"):
-        ADDReward(cfg, DIM, "cpu", torch.Generator().manual_seed(0))
-    state = make(discriminator="per_group", group_hidden=[8]).state_dict()
-    with pytest.raises(ConfigError, match="discriminator 'per_group'"):
-        make().load_state_dict(state)
-    with pytest.raises(ConfigError, match="add.discriminator"):
-        load_train_config(overrides={"add": {"discriminator": "split"}})

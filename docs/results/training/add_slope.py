@@ -45,7 +45,7 @@ def main(run: str) -> None:
 
     def add(d: torch.Tensor) -> torch.Tensor:
         with reward.frozen():
-            return reward.reward_of_delta(d)
+            return reward.reward_of_logit(reward.logit(d))
 
     def slope(fn, a: float) -> tuple[float, float]:
         t = torch.tensor(a, requires_grad=True)

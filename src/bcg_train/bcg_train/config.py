@@ -143,13 +143,10 @@ class ADDConfig:
     epochs: int = 2  # passes over the current negatives per iteration
     delta_norm_min: float = 1e-4
     root_xy: bool = False  # the root's world x y in delta (off: hidden, as the actor cannot observe it)
-    discriminator: Literal["joint", "per_group"] = "joint"  # one D on all of delta | one per feature group
-    group_hidden: list[int] = field(default_factory=lambda: [64, 32])  # per_group: each group's D
 
 
 ADD_REWARD_FORMS = get_args(get_type_hints(ADDConfig)["reward_form"])  # the Literal's values
 ADD_OPTIMIZERS = get_args(get_type_hints(ADDConfig)["optimizer"])
-ADD_DISCRIMINATORS = get_args(get_type_hints(ADDConfig)["discriminator"])
 
 
 @dataclass
@@ -356,11 +353,6 @@ class TrainConfig:
             self.add.optimizer in ADD_OPTIMIZERS,
             "add.optimizer",
             f"must be one of {ADD_OPTIMIZERS}, got {self.add.optimizer!r}",
-        )
-        need(
-            self.add.discriminator in ADD_DISCRIMINATORS,
-            "add.discriminator",
-            f"must be one of {ADD_DISCRIMINATORS}, got {self.add.discriminator!r}",
         )
         need(self.add.reward_knee > 0, "add.reward_knee", f"must be > 0, got {self.add.reward_knee}")
         need(0 < self.add.reward_floor < 1, "add.reward_floor", "must be in (0, 1)")

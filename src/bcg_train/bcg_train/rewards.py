@@ -23,13 +23,6 @@ slope there as well; the reward form below matters most where D does saturate. P
 epochs x ceil(n / batch_size) steps (n: current negatives, the largest count over the processes, so every
 process steps equally often), SGD with momentum (or Adam), so its training follows the samples collected.
 
-One discriminator or one per group (`add.discriminator`). A joint D separates the negatives from delta = 0 with
-whichever groups do it best, and its gradient then pays little for the other groups' errors: on the main job
-body positions carried ~47 % of |dD/dx| and root orientation 6 %, and the policy ended 14 degrees off the clip's
-heading with its pose within 3 cm. `per_group` gives each feature group its own small D (`add.group_hidden`) on
-its own columns, trained with the same loss, and the reward is the mean of the groups' rewards: every group is
-paid for, with equal weight for every motion (no per-motion weights).
-
 Reward. MimicKit's PPO reward r = -log(1 - D) = softplus(logit) is fine as a scalar, but its derivative
 dr/dlogit = D vanishes exactly on the bad samples (D ~ 0) where a first-order learner needs a gradient most.
 The default form is
@@ -76,11 +69,8 @@ class Reward(Protocol):
     """A reward on reference features that an algorithm differentiates (SHAC) or samples (PPO)."""
 
     @classmethod
-    def from_config(
-        cls, cfg: TrainConfig, layout: dict[str, slice], device, generator: torch.Generator, comm: Comm
-    ) -> Reward:
-        """`layout`: each feature group's columns in Features.flat() (`group_slices`); `generator`: the reward's
-        random stream; `comm`: the processes."""
+    def from_config(cls, cfg: TrainConfig, dim: int, device, generator: torch.Generator, comm: Comm) -> Reward:
+        """`dim`: width of Features.flat(); `generator`: the reward's random stream; `comm`: the processes."""
         ...
 
     def __call__(self, sim: Features, ref: Features) -> torch.Tensor:
@@ -119,9 +109,7 @@ class TrackingReward:
         self.cfg = cfg
 
     @classmethod
-    def from_config(
-        cls, cfg: TrainConfig, layout: dict[str, slice], device, generator: torch.Generator, comm
-    ) -> TrackingReward:
+    def from_config(cls, cfg: TrainConfig, dim: int, device, generator: torch.Generator, comm) -> TrackingReward:
         return cls(cfg.reward)
 
     def __call__(self, sim: Features, ref: Features) -> torch.Tensor:
@@ -196,23 +184,9 @@ class ADDReward:
     """Adversarial Differential Discriminator reward (module docstring). `reduce_grads`: all-reduce of the
     discriminator's gradients, `gather`: rows of every process (two-process runs; identity otherwise)."""
 
-    def __init__(
-        self,
-        cfg: ADDConfig,
-        dim: int,
-        device,
-        generator: torch.Generator,
-        reduce_grads=None,
-        gather=None,
-        layout: dict[str, slice] | None = None,
-    ):
+    def __init__(self, cfg: ADDConfig, dim: int, device, generator: torch.Generator, reduce_grads=None, gather=None):
         self.cfg, self.dim, self.device, self.gen = cfg, dim, device, generator
-        if cfg.discriminator == "per_group":
-            if layout is None:
-                raise ValueError("add.discriminator 'per_group' needs the feature layout")
-            self.disc = GroupDiscriminator(layout, cfg.group_hidden).to(device)
-        else:
-            self.disc = mlp([dim, *cfg.hidden, 1]).to(device)
+        self.disc = mlp([dim, *cfg.hidden, 1]).to(device)
         self.scale = DeltaScale(dim, cfg.delta_norm_min).to(device)
         if cfg.optimizer == "sgd":
             self.opt = torch.optim.SGD(
@@ -229,15 +203,10 @@ class ADDReward:
         self.gather = gather or (lambda x: x)
         self.layout: dict[str, slice] | None = None  # group -> columns, from the first features seen
         self.mask = torch.ones(dim, device=device)  # 0 on root_pos x y
-        if layout is not None:
-            self._use_layout(layout)
 
     @classmethod
-    def from_config(
-        cls, cfg: TrainConfig, layout: dict[str, slice], device, generator: torch.Generator, comm
-    ) -> ADDReward:
-        dim = max(sl.stop for sl in layout.values())
-        return cls(cfg.add, dim, device, generator, comm.reduce_grads, comm.gather, layout)
+    def from_config(cls, cfg: TrainConfig, dim: int, device, generator: torch.Generator, comm) -> ADDReward:
+        return cls(cfg.add, dim, device, generator, comm.reduce_grads, comm.gather)
 
     @contextlib.contextmanager
     def frozen(self):
@@ -273,12 +242,7 @@ class ADDReward:
         return (ref.flat() - sim.flat()) * self.mask
 
     def logit(self, delta: torch.Tensor) -> torch.Tensor:
-        """Logits [N, G] of unscaled deltas [N, D]: G = 1 (one discriminator) or one per feature group."""
-        return self.disc(self.scale(delta * self.mask))
-
-    def reward_of_delta(self, delta: torch.Tensor) -> torch.Tensor:
-        """[N] reward of unscaled deltas [N, D]: the mean over the discriminators of `reward_of_logit`."""
-        return self.reward_of_logit(self.logit(delta)).mean(-1)
+        return self.disc(self.scale(delta * self.mask)).squeeze(-1)
 
     def reward_of_logit(self, logit: torch.Tensor) -> torch.Tensor:
         if self.cfg.reward_form == "rational":
@@ -290,7 +254,7 @@ class ADDReward:
     def __call__(self, sim: Features, ref: Features) -> torch.Tensor:
         """[N] reward, differentiable w.r.t. the simulated features (D frozen)."""
         with self.frozen():
-            return self.reward_of_delta(self.delta(sim, ref))
+            return self.reward_of_logit(self.logit(self.delta(sim, ref)))
 
     @torch.no_grad()
     def observe(self, sim: Features, ref: Features) -> None:
@@ -354,25 +318,23 @@ class ADDReward:
 
     def losses(self, neg: torch.Tensor) -> dict[str, torch.Tensor]:
         """Discriminator loss terms for negatives `neg` [M, D] (unscaled deltas) against the positive delta = 0:
-        bce = 0.5 (pos + neg), gp = 0.5 (gp_pos + gp_neg) with gp_* = E |d logit / d x|^2 on that side. With one
-        discriminator per group each term is the sum of the groups' own (they share no input and no weight, so
-        each is trained as if alone)."""
+        bce = 0.5 (pos + neg), gp = 0.5 (gp_pos + gp_neg) with gp_* = E |d logit / d x|^2 on that side."""
         x_pos = torch.zeros(1, self.dim, device=self.device, requires_grad=True)  # 0 scales to 0
         x_neg = self.scale(neg).detach().requires_grad_(True)
-        lp = self.disc(x_pos)  # [1, G]
-        ln = self.disc(x_neg)  # [M, G]
+        lp = self.disc(x_pos).squeeze(-1)
+        ln = self.disc(x_neg).squeeze(-1)
         g_pos, g_neg = torch.autograd.grad(lp.sum() + ln.sum(), (x_pos, x_neg), create_graph=True)
         gp_pos = (g_pos**2).sum(-1).mean()
-        bce_pos = F.binary_cross_entropy_with_logits(lp, torch.ones_like(lp), reduction="none").mean(0).sum()
+        bce_pos = F.binary_cross_entropy_with_logits(lp, torch.ones_like(lp))
         if ln.numel() > 0:
             gp_neg = (g_neg**2).sum(-1).mean()
-            bce_neg = F.binary_cross_entropy_with_logits(ln, torch.zeros_like(ln), reduction="none").mean(0).sum()
+            bce_neg = F.binary_cross_entropy_with_logits(ln, torch.zeros_like(ln))
         else:  # no negative on this process yet (it still steps: every process makes the same steps)
             gp_neg = bce_neg = torch.zeros((), device=self.device)
         bce = 0.5 * (bce_pos + bce_neg)
         gp = 0.5 * (gp_pos + gp_neg)
-        logit_w2 = sum((layer.weight**2).sum() for layer in logit_layers(self.disc))
-        loss = bce + self.cfg.grad_penalty * gp + self.cfg.logit_reg * logit_w2
+        logit_w = self.disc[-1].weight
+        loss = bce + self.cfg.grad_penalty * gp + self.cfg.logit_reg * (logit_w**2).sum()
         return {
             "loss": loss,
             "bce": bce,
@@ -400,7 +362,7 @@ class ADDReward:
     def diagnostics(self, cur: torch.Tensor) -> dict:
         """D at the positive, mean D on `cur` and each group's share of |dD/dx| (x = delta / scale)."""
         with self.frozen():
-            d_pos = torch.sigmoid(self.disc(torch.zeros(1, self.dim, device=self.device))).mean().item()
+            d_pos = torch.sigmoid(self.disc(torch.zeros(1, self.dim, device=self.device))).item()
         out = {"disc_pos": d_pos, "disc_neg": math.nan}
         groups = self.layout or {}
         for g in groups:
@@ -409,7 +371,7 @@ class ADDReward:
             return out
         with self.frozen():
             x = self.scale(cur).detach().requires_grad_(True)
-            d = torch.sigmoid(self.disc(x)).mean(-1)  # [M]: the mean over the discriminators
+            d = torch.sigmoid(self.disc(x).squeeze(-1))
             (g,) = torch.autograd.grad(d.sum(), x)
         out["disc_neg"] = float(d.detach().mean())
         sens = g.abs().mean(0)
@@ -425,7 +387,6 @@ class ADDReward:
             "scale": self.scale.state_dict(),
             "opt": self.opt.state_dict(),
             "optimizer": self.cfg.optimizer,
-            "discriminator": self.cfg.discriminator,
             "replay": self.replay[: min(self.replay_count, self.cfg.replay_size)].clone(),
             "replay_count": self.replay_count,
             "gen": self.gen.get_state(),
@@ -445,11 +406,6 @@ class ADDReward:
                 f"ADD reward state: optimizer {d.get('optimizer')!r}, the config has "
                 f"add.optimizer {self.cfg.optimizer!r}"
             )
-        if d.get("discriminator", "joint") != self.cfg.discriminator:
-            raise ConfigError(
-                f"ADD reward state: discriminator {d.get('discriminator', 'joint')!r}, the config has "
-                f"add.discriminator {self.cfg.discriminator!r}"
-            )
         self.disc.load_state_dict(d["disc"])
         self.scale.load_state_dict(d["scale"])
         self.opt.load_state_dict(d["opt"])
@@ -465,31 +421,9 @@ class ADDReward:
         return [self.disc, self.scale]
 
 
-class GroupDiscriminator(torch.nn.Module):
-    """One MLP per feature group, each on its group's columns only: x [M, D] -> logits [M, G]. A joint
-    discriminator separates the samples with the groups that separate best and leaves the others' errors
-    almost unpaid (with one D on the main job: body positions ~47 % of |dD/dx|, root orientation 6 %, and the
-    policy's heading 14 degrees off); one D per group has to find each group's own deviation."""
-
-    def __init__(self, layout: dict[str, slice], hidden: list[int]):
-        super().__init__()
-        self.slices = list(layout.values())
-        self.nets = torch.nn.ModuleList(mlp([sl.stop - sl.start, *hidden, 1]) for sl in self.slices)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([net(x[..., sl]) for net, sl in zip(self.nets, self.slices)], dim=-1)
-
-
-def logit_layers(disc: torch.nn.Module) -> list[torch.nn.Linear]:
-    """The output layer(s) of a discriminator (`mlp` or GroupDiscriminator), whose weights logit_reg penalizes."""
-    if isinstance(disc, GroupDiscriminator):
-        return [net[-1] for net in disc.nets]
-    return [disc[-1]]
-
-
 REWARDS: dict[str, type[Reward]] = {"add": ADDReward, "tracking": TrackingReward}  # keys: config.REWARD_KINDS
 
 
-def make_reward(cfg: TrainConfig, layout: dict[str, slice], device, generator: torch.Generator, comm: Comm) -> Reward:
-    """The reward `cfg.reward.kind` names, on features with columns `layout` (group_slices)."""
-    return REWARDS[cfg.reward.kind].from_config(cfg, layout, device, generator, comm)
+def make_reward(cfg: TrainConfig, dim: int, device, generator: torch.Generator, comm: Comm) -> Reward:
+    """The reward `cfg.reward.kind` names."""
+    return REWARDS[cfg.reward.kind].from_config(cfg, dim, device, generator, comm)

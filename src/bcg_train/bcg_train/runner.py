@@ -488,13 +488,13 @@ def _num(v):
 
 def make_algorithm(cfg: TrainConfig, task: Task, comm: Comm, total_iters: int | None) -> Algorithm:
     """The reward (`reward.kind`) and the algorithm (`algo`) of the run, built from its config."""
-    from bcg_train.rewards import group_slices, make_reward
+    from bcg_train.rewards import make_reward
     from bcg_train.task import features
 
-    layout = group_slices(features(task.ref_kinematics(torch.zeros(1, dtype=torch.long, device=task.device))).groups)
+    dim = features(task.ref_kinematics(torch.zeros(1, dtype=torch.long, device=task.device))).flat().shape[-1]
     gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "reward", comm.rank))
     torch.manual_seed(cfg.seed)
-    reward = make_reward(cfg, layout, task.device, gen, comm)
+    reward = make_reward(cfg, dim, task.device, gen, comm)
     comm.broadcast_modules(reward.modules())
     return algorithm_class(cfg.algo).from_config(cfg, task, reward, comm, total_iters)
 
