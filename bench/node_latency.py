@@ -611,7 +611,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     n_ours = max(1, ours["n_sent"])
     print(
-        f"goal (issue 10): ours answered {100 * len(ours_next) / n_ours:.1f} % (>= 95 %), p99 ratio "
+        f"goals: ours answered {100 * len(ours_next) / n_ours:.1f} % (>= 95 %), p99 ratio "
         f"{_pct(ours_next, 99) / _pct(base_next, 99):.2f} (<= 2), overruns {d_overruns(ours)} (0)"
     )
     ours_s = ours["n_sent"] / RATE_HZ  # the node's overruns include its ~3 s of start-up before the recording

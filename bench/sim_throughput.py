@@ -177,7 +177,7 @@ def main(argv=None) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="with --shac: only the cost of per-world physics randomization (issue 21; native, BCG on, "
+        help="with --shac: only the cost of per-world physics randomization (native, BCG on, "
         "one process), N interleaved off/on pairs, the proposed on-ranges of docs/training.md",
     )
     ap.add_argument("--shac-cell", nargs=8, default=None, help=argparse.SUPPRESS)  # internal: one cell, JSON out

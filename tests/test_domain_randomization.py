@@ -1,4 +1,4 @@
-"""Per-world physics inside the differentiable simulator (bcg_sim.diffsim.world_params, issue 21): nominal worlds
+"""Per-world physics inside the differentiable simulator (bcg_sim.diffsim.world_params): nominal worlds
 are the unrandomized model bit for bit, each parameter moves the dynamics the way physics says, the reverse mode
 stays exact under them, BCG branches run their world's constants, and the task draws them reproducibly."""
 

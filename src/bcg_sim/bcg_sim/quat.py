@@ -167,10 +167,16 @@ def from_euler_zyx(roll: np.ndarray, pitch: np.ndarray, yaw: np.ndarray) -> np.n
     return multiply(multiply(qz, qy), qx)
 
 
+def heading_xy(q: Array) -> tuple[Array, Array]:
+    """The x axis of R(q) on the ground, (R00, R10) [...] each, not normalized: the heading's direction."""
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    return 1 - 2 * (y * y + z * z), 2 * (w * z + x * y)
+
+
 def yaw(q: np.ndarray) -> np.ndarray:
     """Heading [rad] of q [..., 4]: the angle about z of its x axis."""
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    return np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+    fx, fy = heading_xy(q)
+    return np.arctan2(fy, fx)
 
 
 def from_yaw(angle: float) -> np.ndarray:

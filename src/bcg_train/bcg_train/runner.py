@@ -79,20 +79,20 @@ def load_motion(cfg: TrainConfig, control_hz: float):
         motion = load(t.motion, fps=control_hz)
     except (MotionFormatError, FileNotFoundError, OSError) as exc:
         raise TaskError(f"motion {t.motion!r}: {exc}") from exc
-    if t.motion_start == 0 and t.motion_end is None:
-        return motion
-    try:
-        motion = window(motion, t.motion_start, t.motion_end)
-    except ValueError as exc:
+    windowed = not (t.motion_start == 0 and t.motion_end is None)
+    if windowed:
+        try:
+            motion = window(motion, t.motion_start, t.motion_end)
+        except ValueError as exc:
+            raise TaskError(
+                f"motion {t.motion!r}: task.motion_start/motion_end (--motion-start/--motion-end): {exc}"
+            ) from exc
+    horizon = rollout_horizon(cfg)
+    if motion.num_frames < horizon + t.start_margin + 2:
+        what = f"the window {t.motion_start:g}-{t.motion_start + motion.duration:g} s holds" if windowed else "has"
         raise TaskError(
-            f"motion {t.motion!r}: task.motion_start/motion_end (--motion-start/--motion-end): {exc}"
-        ) from exc
-    need = rollout_horizon(cfg) + t.start_margin + 2
-    if motion.num_frames < need:
-        raise TaskError(
-            f"motion {t.motion!r}: the window {t.motion_start:g}-{t.motion_start + motion.duration:g} s "
-            f"holds {motion.num_frames} frames at {control_hz:g} Hz, shorter than horizon "
-            f"{rollout_horizon(cfg)} + task.start_margin {t.start_margin} + 2"
+            f"motion {t.motion!r}: {what} {motion.num_frames} frames at {control_hz:g} Hz, shorter than horizon "
+            f"{horizon} + task.start_margin {t.start_margin} + 2"
         )
     return motion
 
@@ -160,11 +160,6 @@ class Trainer:
         self.motion = load_motion(cfg, sim.control_hz)
         self.contract = contract_for(self.motion.name, cfg)
         horizon = rollout_horizon(cfg)
-        if self.motion.num_frames < horizon + cfg.task.start_margin + 2:
-            raise TaskError(
-                f"motion {self.motion.name!r} has {self.motion.num_frames} frames, shorter than "
-                f"horizon {horizon} + task.start_margin {cfg.task.start_margin} + 2"
-            )
         from bcg_sim.diffsim import G1DiffEnv  # after the input checks: building the simulator takes seconds
 
         self.env = G1DiffEnv(sim, cfg.num_envs // self.procs)

@@ -39,6 +39,7 @@ from bcg_sim.policy.odometry import clip_odometry_gap
 from bcg_sim.policy.odometry import support as odometry_support
 from bcg_sim.quat import rotate as quat_rotate
 from bcg_sim.quat import rotate_inv as quat_rotate_inv
+from bcg_sim.quat import to_matrix as quat_to_matrix
 from bcg_sim.quat import to_rot6d as quat_to_rot6d
 from bcg_train.config import FEATURE_GROUPS, PHYSICS_SCALE_KEYS, TrainConfig
 
@@ -552,5 +553,4 @@ def _pad_z(xy: torch.Tensor) -> torch.Tensor:
 
 def _up(q: torch.Tensor) -> torch.Tensor:
     """The body's z axis in the world frame [N, 3] of w x y z quaternions q [N, 4] (third column of R(q))."""
-    w, x, y, z = q.unbind(-1)
-    return torch.stack([2 * (x * z + w * y), 2 * (y * z - w * x), 1 - 2 * (x * x + y * y)], -1)
+    return quat_to_matrix(q)[..., :, 2]

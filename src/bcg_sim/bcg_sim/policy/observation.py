@@ -37,7 +37,7 @@ from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
-from bcg_sim.quat import conjugate, is_torch, multiply, rotate_inv, stack, to_rot6d
+from bcg_sim.quat import conjugate, heading_xy, is_torch, multiply, rotate_inv, stack, to_rot6d
 
 Array = Any  # np.ndarray or torch.Tensor
 
@@ -123,9 +123,7 @@ def _offset_xy(i: _Inputs, target_w: Array | None, name: str) -> Array:
     """target_w [..., K, 3] minus the robot's estimated pelvis, x y in the robot's heading frame [..., 2K]."""
     if i.state.root_pos_w is None or target_w is None:
         raise ValueError(f"observation feature {name} needs root_pos_w in the robot state and its reference path")
-    q = i.state.base_quat_w
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    fx, fy = 1 - 2 * (y * y + z * z), 2 * (w * z + x * y)  # the pelvis' x axis on the ground: its heading
+    fx, fy = heading_xy(i.state.base_quat_w)  # the pelvis' x axis on the ground: its heading
     n = (fx * fx + fy * fy) ** 0.5 + 1e-9
     c, s = (fx / n)[..., None], (fy / n)[..., None]  # [..., 1] against K frames
     d = target_w - i.state.root_pos_w[..., None, :]  # [..., K, 3]
