@@ -130,7 +130,6 @@ def test_observation_builder_numpy_equals_batched_torch():
         RNG.normal(size=(b, k, 3)),
         RNG.normal(size=(b, k, 3)),
         RNG.normal(size=(b, k, 3)),
-        RNG.normal(size=(b, k, 3)),  # odometry_pos_w (ref_odom_offset_xy)
     )
     last, phase = RNG.normal(size=(b, 29)), RNG.uniform(size=(b, 1))
     per_sample = np.stack(

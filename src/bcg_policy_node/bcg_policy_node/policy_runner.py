@@ -38,8 +38,6 @@ class PolicyRunner:
         self.last_act_s = 0.0  # wall time of the last inference
         self.odometry = LegOdometry() if any(f in self._slices for f in ROOT_OFFSET_FEATURES) else None
         self._clip_odometry = "ref_odom_offset_xy" in self._slices  # the window carries the clip's odometry path
-        if self._clip_odometry:
-            self.reference.odometry_gap  # noqa: B018 - computed here (~1 s per 10 s of clip), not in a control step
 
     def start(self, state, t0: float = 0.0) -> None:
         """Begin a run at reference time t0 [s] (default the clip's start): zero last action, clip yaw-aligned
