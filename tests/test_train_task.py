@@ -193,37 +193,3 @@ def test_the_observed_offset_is_the_clip_minus_what_leg_odometry_would_estimate(
     assert max(errors) > 1e-3  # the soles slid: the estimate moved away from the truth, as the robot's would
     task.reset(torch.tensor([0]))
     assert float(task.root_drift[0].abs().max()) == 0.0
-
-
-def test_the_odometry_offset_path_restarts_at_each_episodes_first_frame(tmp_path):
-    """task.root_offset_path odometry: the actor observes ref_odom_offset_xy, whose path is the clip's root plus
-    its odometry gap since the episode's first frame -- what a run's PolicyRunner, started at that clip time,
-    measures against (ReferenceTrack.sample with odometry) -- on a clip whose soles slide 40 cm."""
-    import numpy as np
-
-    import bcg_sim.motion
-    from bcg_sim.policy import ReferenceTrack
-
-    m = bcg_sim.motion.load("dance", fps=50)
-    ramp = np.linspace(0.0, 0.4, m.num_frames)[:, None] * [1.0, 0.0, 0.0]
-    sliding = m.primary().__class__(m.name, m.fps, m.root_pos_w + ramp, m.root_quat_w, m.joint_pos)
-    bcg_sim.motion.save(sliding, tmp_path / "sliding.npz")
-    task = _task(
-        tmp_path, n=4, motion=str(tmp_path / "sliding.npz"), observe_root_offset=True, root_offset_path="odometry"
-    )
-    layout = task.contract.slices()
-    assert "ref_odom_offset_xy" in layout and "ref_root_offset_xy" not in layout
-    task.reset()
-    frames = task.frame.clone()
-    assert len(set(frames.tolist())) > 1
-    for _ in range(5):
-        task.advance(task.env.step(task.env_action(torch.zeros(task.n, 29))))
-    window = task.reference_window(task.frame)
-    for i in range(task.n):
-        track = ReferenceTrack.from_motion(task.motion)
-        track.align_t0 = float(frames[i]) / task.motion.fps
-        times = (task.frame[i].item() + 1 + np.arange(task.k)) / task.motion.fps
-        want = track.sample(times, aligned=False, odometry=True)["odometry_pos_w"]
-        np.testing.assert_allclose(window.odometry_pos_w[i].numpy(), want, atol=1e-5)
-    # the path parts from the clip's root by the slide since the start (the robots are 5 steps in: ~0.4 cm)
-    assert float((window.odometry_pos_w - window.root_pos_w).abs().max()) > 1e-3

@@ -3,8 +3,7 @@
 One `step` per control period (contract.control_dt): observation from the shared builder
 (`bcg_sim.policy.build_observation`), action from `Policy.act`, joint targets
 q = default + scale * action clipped to the joint table's range. A policy that observes its offset from the clip
-(ref_root_offset_xy, ref_odom_offset_xy) gets the pelvis position from the runner's `LegOdometry` (encoders + IMU
-orientation).
+(ref_root_offset_xy) gets the pelvis position from the runner's `LegOdometry` (encoders + IMU orientation).
 Any non-finite value or policy exception raises PolicyFault with a cause for the log; the node then damps.
 """
 
@@ -15,7 +14,7 @@ import time
 import numpy as np
 
 from bcg_policy_node.safety import check_finite
-from bcg_sim.policy import ROOT_OFFSET_FEATURES, Policy, RobotState, build_observation
+from bcg_sim.policy import Policy, RobotState, build_observation
 from bcg_sim.policy.odometry import LegOdometry
 
 
@@ -36,8 +35,7 @@ class PolicyRunner:
         self.t = 0.0  # s since the run started (reference time of this step)
         self.last_action = np.zeros(29, dtype=np.float32)
         self.last_act_s = 0.0  # wall time of the last inference
-        self.odometry = LegOdometry() if any(f in self._slices for f in ROOT_OFFSET_FEATURES) else None
-        self._clip_odometry = "ref_odom_offset_xy" in self._slices  # the window carries the clip's odometry path
+        self.odometry = LegOdometry() if "ref_root_offset_xy" in self._slices else None
 
     def start(self, state, t0: float = 0.0) -> None:
         """Begin a run at reference time t0 [s] (default the clip's start): zero last action, clip yaw-aligned
@@ -55,7 +53,7 @@ class PolicyRunner:
 
     def step(self, state) -> np.ndarray:
         """Joint targets [29] rad for robot `state` (a lowlevel.RobotState); advances reference time."""
-        window = self.reference.window(self.t, self.horizon, self.dt, odometry=self._clip_odometry)
+        window = self.reference.window(self.t, self.horizon, self.dt)
         if self.odometry is not None:
             pos = self.odometry.update(state.joint_pos, state.base_quat_w)
             state = RobotState(state.joint_pos, state.joint_vel, state.base_quat_w, state.base_ang_vel_b, pos)

@@ -109,9 +109,6 @@ class TaskConfig:
     # simulated soles (bcg_sim.policy.odometry's rule) plus randomize.obs_root_drift's walk; "random_walk" = the
     # walk alone on the simulator's pelvis
     root_estimate: Literal["odometry", "random_walk"] = "odometry"
-    # which path the observed offset is measured from: "clip" = the clip's root (ref_root_offset_xy); "odometry"
-    # = where leg odometry of the clip itself puts it (ref_odom_offset_xy), for clips whose feet slide
-    root_offset_path: Literal["clip", "odometry"] = "clip"
     obs_norm_clip: float = 5.0
     obs_norm_epsilon: float = 1e-4
     termination: TerminationConfig = field(default_factory=TerminationConfig)
@@ -255,12 +252,6 @@ class TrainConfig:
                 f"needs exactly the groups {FEATURE_GROUPS}, got {sorted(groups)}",
             )
         need(all(s > 0 for s in self.reward.tracking_scales.values()), "reward.tracking_scales", "must be > 0")
-        paths = get_args(get_type_hints(TaskConfig)["root_offset_path"])
-        need(
-            self.task.root_offset_path in paths,
-            "task.root_offset_path",
-            f"must be one of {paths}, got {self.task.root_offset_path!r}",
-        )
         kinds = get_args(get_type_hints(TaskConfig)["root_estimate"])
         need(
             self.task.root_estimate in kinds,

@@ -98,8 +98,7 @@ def load_motion(cfg: TrainConfig, control_hz: float):
 
 
 def contract_for(motion_name: str, cfg: TrainConfig) -> PolicyContract:
-    offset = {"clip": "ref_root_offset_xy", "odometry": "ref_odom_offset_xy"}[cfg.task.root_offset_path]
-    extra = (offset,) if cfg.task.observe_root_offset else ()
+    extra = ("ref_root_offset_xy",) if cfg.task.observe_root_offset else ()
     return default_contract(reference_name=motion_name, layout=STANDARD_LAYOUT + extra)
 
 

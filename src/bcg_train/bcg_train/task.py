@@ -34,8 +34,7 @@ import torch
 
 from bcg_sim.config import ConfigError
 from bcg_sim.g1 import FOOT_BODIES, foot_sphere_positions, joint_limits
-from bcg_sim.policy import ROOT_OFFSET_FEATURES, ReferenceWindow, RobotState, build_observation
-from bcg_sim.policy.odometry import clip_odometry_gap
+from bcg_sim.policy import ReferenceWindow, RobotState, build_observation
 from bcg_sim.policy.odometry import support as odometry_support
 from bcg_sim.quat import rotate as quat_rotate
 from bcg_sim.quat import rotate_inv as quat_rotate_inv
@@ -53,7 +52,6 @@ _OBS_NOISE = {
     "base_ang_vel_b": "obs_ang_vel",
     "projected_gravity_b": "obs_gravity",
     "ref_root_offset_xy": "obs_root_offset",
-    "ref_odom_offset_xy": "obs_root_offset",
 }
 
 
@@ -193,12 +191,7 @@ class Task:
         self.push_timer = torch.zeros(self.n, dtype=torch.long)  # control steps until the next push
         self.delayed = torch.zeros(self.n, dtype=torch.bool, device=self.device)  # this episode's actions act late
         # the pelvis estimate the actor observes (ref_root_offset_xy): leg odometry's rule on the simulated soles
-        self._observes_root = any(f in contract.slices() for f in ROOT_OFFSET_FEATURES)
-        # ref_odom_offset_xy's path: the clip's root plus its odometry gap since the episode's first frame
-        self._gap = None  # [T, 2] m, bcg_sim.policy.odometry.clip_odometry_gap of the clip
-        if "ref_odom_offset_xy" in contract.slices():
-            self._gap = t(clip_odometry_gap(motion.root_pos_w, motion.root_quat_w, motion.joint_pos))
-        self._gap0 = torch.zeros(self.n, 2, device=self.device)  # [N, 2] m, the gap at each episode's start
+        self._observes_root = "ref_root_offset_xy" in contract.slices()
         self._odometry_error = torch.zeros(self.n, 2, device=self.device)  # [N, 2] m, of the odometry rule
         self._walk = torch.zeros(self.n, 2, device=self.device)  # [N, 2] m, obs_root_drift's random walk
         self._last_root_xy = torch.zeros(self.n, 2, device=self.device)  # [N, 2] m, the pelvis at the last step
@@ -247,8 +240,6 @@ class Task:
         self._odometry_error = self._odometry_error.index_put((ids,), torch.zeros(ids.numel(), 2, device=self.device))
         self._walk = self._walk.index_put((ids,), torch.zeros(ids.numel(), 2, device=self.device))
         self._fresh = self._fresh.index_put((ids,), torch.ones(ids.numel(), dtype=torch.bool, device=self.device))
-        if self._gap is not None:
-            self._gap0 = self._gap0.index_put((ids,), self._gap[frames])
         delay_prob = self.randomize_share * self.cfg.task.randomize.action_delay_prob
         delayed = torch.rand(ids.numel(), generator=self.gen) < delay_prob
         self.delayed = self.delayed.index_put((ids,), delayed.to(self.device))
@@ -434,8 +425,7 @@ class Task:
     # ------------------------------------------------------------------ observation / action
     def reference_window(self, frames: torch.Tensor) -> ReferenceWindow:
         """The next K frames after `frames` [N] (as ReferenceTrack.window: past the end, the last frame held
-        with zero velocities; the clip's odometry path restarted at each episode's first frame, as a run's
-        PolicyRunner starts it at the clip time it starts from)."""
+        with zero velocities)."""
         f = frames[:, None] + torch.arange(1, self.k + 1, device=self.device)  # [N, K]
         past_end = (f >= self.num_frames - 1)[..., None]
         f = f.clamp(max=self.num_frames - 1)
@@ -446,7 +436,6 @@ class Task:
             torch.where(past_end, zero, self.ref.root_lin_vel_w[f]),
             torch.where(past_end, zero, self.ref.root_ang_vel_w[f]),
             self.ref.root_pos_w[f],
-            None if self._gap is None else self.ref.root_pos_w[f] + _pad_z(self._gap[f] - self._gap0[:, None]),
         )
 
     def observation(self, state, frames: torch.Tensor, last_action: torch.Tensor) -> torch.Tensor:
@@ -506,7 +495,6 @@ class Task:
             "delayed": self.delayed.clone(),
             "root_estimate": [x.clone() for x in (self._odometry_error, self._walk, self._anchor, self._last_root_xy)]
             + [self._fresh.clone()],
-            "odometry_gap0": self._gap0.clone(),
             "world_params": None
             if self.env.world_params is None
             else {k: v.clone() for k, v in self.env.world_params.as_dict().items()},
@@ -531,8 +519,6 @@ class Task:
                 last,
                 fresh,
             )
-        if "odometry_gap0" in d:  # absent before ref_odom_offset_xy existed (and unused without it)
-            self._gap0 = d["odometry_gap0"].to(self.device).clone()
         self.last_action = d["last_action"].to(self.device).clone()
         self.gen.set_state(d["gen"])
         # the env tracks the clip from these frames again; BCG's touchdown rule restarts (feet count as loaded)
@@ -544,11 +530,6 @@ class Task:
         # the exact simulator coordinates (the SimState round trip changes the last bits)
         self.env.joint_q = d["joint_q"].to(self.device).clone()
         self.env.joint_qd = d["joint_qd"].to(self.device).clone()
-
-
-def _pad_z(xy: torch.Tensor) -> torch.Tensor:
-    """[..., 3]: x y [..., 2] with z = 0."""
-    return torch.cat([xy, torch.zeros_like(xy[..., :1])], -1)
 
 
 def _up(q: torch.Tensor) -> torch.Tensor:

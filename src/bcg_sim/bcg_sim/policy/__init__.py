@@ -21,7 +21,6 @@ from bcg_sim.policy.contract import (  # noqa: F401
 from bcg_sim.policy.observation import (  # noqa: F401
     FEATURES,
     OPTIONAL_FEATURES,
-    ROOT_OFFSET_FEATURES,
     STANDARD_LAYOUT,
     ReferenceWindow,
     RobotState,

@@ -25,9 +25,6 @@ Features (name: size; K = contract.observation.ref_horizon):
   ref_root_offset_xy 2K   reference root position minus the robot's estimated pelvis position (`root_pos_w`),
                           x y in the robot's heading frame (yaw only) [m]: how far the robot has wandered
                           from the clip; not in STANDARD_LAYOUT (a run turns it on: task.observe_root_offset)
-  ref_odom_offset_xy 2K   the same against where leg odometry run over the clip itself puts the clip's pelvis
-                          (`odometry_pos_w`): zero while the robot does what the clip does, even where the
-                          clip's feet slide (task.root_offset_path: odometry; bcg_sim.policy.odometry)
 The contract's layout lists which features are used and in which order.
 """
 
@@ -59,7 +56,7 @@ class RobotState(NamedTuple):
     base_quat_w: Array
     base_ang_vel_b: Array
     # [..., 3] m, the pelvis position estimate (leg odometry on the robot and in bcg-eval; the simulator's own
-    # plus a drift in training); only the ROOT_OFFSET_FEATURES read it
+    # plus a drift in training); only ref_root_offset_xy reads it
     root_pos_w: Array | None = None
 
 
@@ -71,8 +68,6 @@ class ReferenceWindow(NamedTuple):
     root_lin_vel_w: Array  # [..., K, 3] m/s, world frame
     root_ang_vel_w: Array  # [..., K, 3] rad/s, world frame
     root_pos_w: Array | None = None  # [..., K, 3] m, world frame (only ref_root_offset_xy reads it)
-    # [..., K, 3] m, world frame: the clip's pelvis as leg odometry of the clip estimates it (ref_odom_offset_xy)
-    odometry_pos_w: Array | None = None
 
 
 # --- array-namespace helpers: the same code for numpy and torch (is_torch, stack: bcg_sim.quat) -----
@@ -119,14 +114,13 @@ def _ref_ori(i: _Inputs) -> Array:
     return _flatten_last2(to_rot6d(multiply(conjugate(base), i.ref.root_quat_w)))
 
 
-def _offset_xy(i: _Inputs, target_w: Array | None, name: str) -> Array:
-    """target_w [..., K, 3] minus the robot's estimated pelvis, x y in the robot's heading frame [..., 2K]."""
-    if i.state.root_pos_w is None or target_w is None:
-        raise ValueError(f"observation feature {name} needs root_pos_w in the robot state and its reference path")
+def _root_offset_xy(i: _Inputs) -> Array:
+    if i.state.root_pos_w is None or i.ref.root_pos_w is None:
+        raise ValueError("observation feature ref_root_offset_xy needs root_pos_w in the robot state and the reference")
     fx, fy = heading_xy(i.state.base_quat_w)  # the pelvis' x axis on the ground: its heading
     n = (fx * fx + fy * fy) ** 0.5 + 1e-9
     c, s = (fx / n)[..., None], (fy / n)[..., None]  # [..., 1] against K frames
-    d = target_w - i.state.root_pos_w[..., None, :]  # [..., K, 3]
+    d = i.ref.root_pos_w - i.state.root_pos_w[..., None, :]  # [..., K, 3]
     dx, dy = d[..., 0], d[..., 1]
     return _flatten_last2(stack([c * dx + s * dy, -s * dx + c * dy]))
 
@@ -149,11 +143,9 @@ FEATURES: dict[str, tuple[Callable[[int], int], Callable[[_Inputs], Array]]] = {
         lambda i: _flatten_last2(rotate_inv(i.ref.root_quat_w, i.ref.root_ang_vel_w)),
     ),
     "phase": (lambda k: 1, lambda i: i.phase),
-    "ref_root_offset_xy": (lambda k: 2 * k, lambda i: _offset_xy(i, i.ref.root_pos_w, "ref_root_offset_xy")),
-    "ref_odom_offset_xy": (lambda k: 2 * k, lambda i: _offset_xy(i, i.ref.odometry_pos_w, "ref_odom_offset_xy")),
+    "ref_root_offset_xy": (lambda k: 2 * k, _root_offset_xy),
 }
-OPTIONAL_FEATURES = ("ref_root_offset_xy", "ref_odom_offset_xy")  # a run adds them to STANDARD_LAYOUT (at the end)
-ROOT_OFFSET_FEATURES = ("ref_root_offset_xy", "ref_odom_offset_xy")  # they read the pelvis estimate (leg odometry)
+OPTIONAL_FEATURES = ("ref_root_offset_xy",)  # a run adds them to STANDARD_LAYOUT (at the end)
 STANDARD_LAYOUT: tuple[str, ...] = tuple(f for f in FEATURES if f not in OPTIONAL_FEATURES)  # a new contract's
 
 

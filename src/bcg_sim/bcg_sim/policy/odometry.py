@@ -15,8 +15,6 @@ into the world frame by the IMU's orientation.
 - What it gets wrong: a slipping foot, flight phases (the lowest foot is taken as standing), and the IMU's
   yaw drift. Training applies the same rule to the simulated soles (`support` and the anchor update, in
   bcg_train.task), so a policy learns how far the estimate goes wrong where its feet slide.
-- A clip whose own feet slide (retargeted mocap) takes a path that leg odometry of the clip itself does not
-  follow: `clip_odometry_gap` is that difference, which the `ref_odom_offset_xy` observation removes.
 
 One instance per robot run; `reset` at the start, `update` once per control step, numpy (the node's control
 loop and bcg-eval run it).
@@ -84,13 +82,3 @@ class LegOdometry:
         self._anchor = s[:, None] * self._anchor + (1 - s[:, None]) * (xy + rel[:, :2])
         self.position_w = np.array([xy[0], xy[1], self._height(rel)])
         return self.position_w.copy()
-
-
-def clip_odometry_gap(root_pos_w: np.ndarray, root_quat_w: np.ndarray, joint_pos: np.ndarray) -> np.ndarray:
-    """[T, 2] m: where LegOdometry run over a clip's own frames (root [T, 3], orientation [T, 4], joints [T, 29])
-    puts its pelvis, minus the clip's root x y; zero at the first frame, and all along a clip whose supporting
-    soles stay put. A robot that does exactly what the clip does has this gap between its estimate and the clip."""
-    odo = LegOdometry()
-    odo.reset(joint_pos[0], root_quat_w[0], root_pos_w[0, :2])
-    est = [odo.position_w[:2].copy()] + [odo.update(q, r)[:2] for q, r in zip(joint_pos[1:], root_quat_w[1:])]
-    return np.asarray(est) - np.asarray(root_pos_w)[:, :2]

@@ -50,8 +50,6 @@ class ReferenceTrack:
     root_ang_vel_w: np.ndarray | None = None  # [T, 3] rad/s
     yaw_offset: float = 0.0  # rotation about world z applied to the clip [rad]
     pos_offset: np.ndarray = field(default_factory=lambda: np.zeros(3))  # added after the rotation [m]
-    align_t0: float = 0.0  # [s] the clip time align_yaw placed at the origin (where a run's odometry starts)
-    _odometry_gap: np.ndarray | None = field(default=None, repr=False)  # [T, 2] m, computed when first asked
 
     def __post_init__(self) -> None:
         self.root_pos_w = np.asarray(self.root_pos_w, dtype=np.float64).reshape(-1, 3)
@@ -152,23 +150,13 @@ class ReferenceTrack:
         self.yaw_offset = float(yaw(np.asarray(robot_base_quat_w, dtype=np.float64)) - yaw(start["root_quat_w"][0]))
         p0 = start["root_pos_w"][0]
         self.pos_offset = -rotate(from_yaw(self.yaw_offset), np.array([p0[0], p0[1], 0.0]))
-        self.align_t0 = float(t0)
 
-    @property
-    def odometry_gap(self) -> np.ndarray:
-        """[T, 2] m, the clip's frames: leg odometry of the clip itself minus its root x y (unaligned,
-        bcg_sim.policy.odometry.clip_odometry_gap)."""
-        if self._odometry_gap is None:
-            from bcg_sim.policy.odometry import clip_odometry_gap
-
-            self._odometry_gap = clip_odometry_gap(self.root_pos_w, self.root_quat_w, self.joint_pos)
-        return self._odometry_gap
-
-    def sample(self, times: np.ndarray, aligned: bool = True, odometry: bool = False) -> dict[str, np.ndarray]:
-        """Arrays at `times` [N] s (linear interpolation, nlerp for quaternions; clamped to the clip). With
-        `odometry`, also "odometry_pos_w" [N, 3]: the root as leg odometry of the clip, started at align_t0 on
-        the clip's root there, estimates it (root_pos_w + odometry_gap(t) - odometry_gap(align_t0))."""
-        i0, i1, a = self._frames(times)
+    def sample(self, times: np.ndarray, aligned: bool = True) -> dict[str, np.ndarray]:
+        """Arrays at `times` [N] s (linear interpolation, nlerp for quaternions; clamped to the clip)."""
+        f = np.clip(np.asarray(times, dtype=np.float64) * self.fps, 0.0, self.num_frames - 1)
+        i0 = np.floor(f).astype(int)
+        i1 = np.minimum(i0 + 1, self.num_frames - 1)
+        a = (f - i0)[:, None]
         past_end = (np.asarray(times) * self.fps >= self.num_frames - 1)[:, None]
 
         def lerp(x: np.ndarray) -> np.ndarray:
@@ -184,39 +172,17 @@ class ReferenceTrack:
             "root_lin_vel_w": np.where(past_end, 0.0, lerp(self.root_lin_vel_w)),
             "root_ang_vel_w": np.where(past_end, 0.0, lerp(self.root_ang_vel_w)),
         }
-        if odometry:
-            gap0 = self.sample_gap(self.align_t0)
-            out["odometry_pos_w"] = out["root_pos_w"] + np.pad(lerp(self.odometry_gap) - gap0, ((0, 0), (0, 1)))
         if aligned and (self.yaw_offset != 0.0 or np.any(self.pos_offset)):
             qy = from_yaw(self.yaw_offset)
             out["root_pos_w"] = rotate(qy, out["root_pos_w"]) + self.pos_offset
-            if odometry:
-                out["odometry_pos_w"] = rotate(qy, out["odometry_pos_w"]) + self.pos_offset
             out["root_quat_w"] = multiply(np.broadcast_to(qy, out["root_quat_w"].shape), out["root_quat_w"])
             out["root_lin_vel_w"] = rotate(qy, out["root_lin_vel_w"])
             out["root_ang_vel_w"] = rotate(qy, out["root_ang_vel_w"])
         return out
 
-    def _frames(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The frames around `times` [N] s (clamped to the clip) and the weight of the later one [N, 1]."""
-        f = np.clip(np.asarray(times, dtype=np.float64) * self.fps, 0.0, self.num_frames - 1)
-        i0 = np.floor(f).astype(int)
-        return i0, np.minimum(i0 + 1, self.num_frames - 1), (f - i0)[:, None]
-
-    def sample_gap(self, t: float) -> np.ndarray:
-        """[2] m, odometry_gap at clip time t [s] (interpolated, clamped to the clip)."""
-        i0, i1, a = self._frames(np.array([t]))
-        return (self.odometry_gap[i0] * (1 - a) + self.odometry_gap[i1] * a)[0]
-
-    def window(self, t: float, horizon: int, dt: float, odometry: bool = False) -> ReferenceWindow:
-        """The K = horizon frames at t + dt, ..., t + K dt as a ReferenceWindow ([K, ...] numpy); with
-        `odometry` it carries odometry_pos_w (for ref_odom_offset_xy)."""
-        s = self.sample(t + dt * np.arange(1, horizon + 1), odometry=odometry)
+    def window(self, t: float, horizon: int, dt: float) -> ReferenceWindow:
+        """The K = horizon frames at t + dt, ..., t + K dt as a ReferenceWindow ([K, ...] numpy)."""
+        s = self.sample(t + dt * np.arange(1, horizon + 1))
         return ReferenceWindow(
-            s["joint_pos"],
-            s["root_quat_w"],
-            s["root_lin_vel_w"],
-            s["root_ang_vel_w"],
-            s["root_pos_w"],
-            s.get("odometry_pos_w"),
+            s["joint_pos"], s["root_quat_w"], s["root_lin_vel_w"], s["root_ang_vel_w"], s["root_pos_w"]
         )
