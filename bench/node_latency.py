@@ -427,12 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--hidden", type=int, nargs="+", default=[512, 256, 128], help="MLP hidden sizes")
     ap.add_argument("--rt-priority", type=int, default=0, help="policy node rt_priority parameter (0 = off)")
-    ap.add_argument(
-        "--executor",
-        choices=("events", "single_threaded"),
-        default="events",
-        help="policy node executor parameter (default events)",
-    )
+    ap.add_argument("--executor", choices=("events", "single_threaded"), default="events", help="policy node executor")
     ap.add_argument(
         "--stale-timeout-s",
         type=float,

@@ -242,11 +242,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--topics", nargs="+", default=None, help="only these topics (default: all)")
     ap.add_argument("--delay", type=float, default=1.0, help="s to wait for subscribers before playing (default 1)")
     ap.add_argument(
-        "--wait-subscribers",
-        type=int,
-        default=0,
-        metavar="N",
-        help="also wait until every replayed topic has N matched subscribers (up to 30 s)",
+        "--wait-subscribers", type=int, default=0, metavar="N", help="also wait for N subscribers per topic (<=30 s)"
     )
     ap.add_argument(
         "--plan",

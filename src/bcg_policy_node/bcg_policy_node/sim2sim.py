@@ -153,15 +153,24 @@ def _spin_until(executor: SingleThreadedExecutor, pred, timeout: float, stop: St
     return True
 
 
-def run_fast(
+def run(
     bridge: MujocoBridge,
     policy: PolicyNode,
     executor: SingleThreadedExecutor,
     duration: float,
     starter: Starter | None,
     stop: Stop,
+    realtime: bool = False,
 ) -> None:
-    """Lockstep: one bridge tick, the policy node answers that LowState with one tick, its LowCmd lands."""
+    """Run the pair for `duration` s of simulation. Lockstep (default): one bridge tick, the policy node answers
+    that LowState with one tick, its LowCmd lands. `realtime`: deployment timing, the bridge's wall-clock timer
+    and the policy node's callbacks on one thread."""
+    if realtime:
+        while bridge.sim_time < duration and not stop:
+            executor.spin_once(timeout_sec=0.01)
+            if starter:
+                starter.poll()
+        return
     bridge.timer.cancel()  # the runner steps the bridge itself
     for _ in range(round(duration * bridge.cfg.lowstate_rate_hz)):  # a tick count: no float drift
         if stop:
@@ -180,21 +189,6 @@ def run_fast(
     end = time.monotonic() + 0.3
     while time.monotonic() < end and not stop:
         executor.spin_once(timeout_sec=0.01)
-
-
-def run_realtime(
-    bridge: MujocoBridge,
-    policy: PolicyNode,
-    executor: SingleThreadedExecutor,
-    duration: float,
-    starter: Starter | None,
-    stop: Stop,
-) -> None:
-    """Deployment timing: the bridge's wall-clock timer and the policy node's callbacks, one thread."""
-    while bridge.sim_time < duration and not stop:
-        executor.spin_once(timeout_sec=0.01)
-        if starter:
-            starter.poll()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,7 +253,7 @@ def _run(args: argparse.Namespace, stop: Stop) -> int:
     bridge.get_logger().info(f"bcg-sim2sim: {args.duration} s of sim time, {mode}")
     t0 = time.monotonic()
     try:
-        (run_realtime if args.realtime else run_fast)(bridge, policy, executor, args.duration, starter, stop)
+        run(bridge, policy, executor, args.duration, starter, stop, realtime=args.realtime)
         if stop:
             bridge.get_logger().info(f"bcg-sim2sim: interrupted ({signal.Signals(stop.signum).name})")
     finally:

@@ -20,20 +20,20 @@ from pathlib import Path
 from bcg_sim.config import ConfigError
 from bcg_train.config import ALGOS, REWARD_KINDS, load_train_config, parse_budget
 
-_FLAG_KEYS = {  # CLI flag -> TrainConfig path
-    "algo": ("algo",),
-    "budget": ("budget",),
-    "seed": ("seed",),
-    "device": ("device",),
-    "kappa": ("kappa",),
-    "num_envs": ("num_envs",),
-    "checkpoint_every": ("checkpoint_every",),
-    "motion": ("task", "motion"),
-    "motion_start": ("task", "motion_start"),
-    "motion_end": ("task", "motion_end"),
-    "horizon": ("shac", "horizon"),
-    "reward": ("reward", "kind"),
-    "root_offset": ("task", "observe_root_offset"),
+_FLAG_KEYS = {  # CLI flag -> its TrainConfig key, dotted
+    "algo": "algo",
+    "budget": "budget",
+    "seed": "seed",
+    "device": "device",
+    "kappa": "kappa",
+    "num_envs": "num_envs",
+    "checkpoint_every": "checkpoint_every",
+    "motion": "task.motion",
+    "motion_start": "task.motion_start",
+    "motion_end": "task.motion_end",
+    "horizon": "shac.horizon",
+    "reward": "reward.kind",
+    "root_offset": "task.observe_root_offset",
 }
 
 
@@ -109,10 +109,11 @@ def _overrides(args) -> dict:
         v = getattr(args, flag)
         if v is None:
             continue
+        *parents, key = path.split(".")
         node = out
-        for k in path[:-1]:
+        for k in parents:
             node = node.setdefault(k, {})
-        node[path[-1]] = v
+        node[key] = v
     return out
 
 

@@ -365,16 +365,11 @@ class SHAC:
     def modules(self) -> list[torch.nn.Module]:
         return [self.actor, self.critic, self.target_critic, self.norm, self.priv_norm, *self.reward.modules()]
 
+    # the parts a checkpoint keeps through their own state_dict / load_state_dict, each under its name
+    _PARTS = ("actor", "critic", "target_critic", "norm", "priv_norm", "actor_opt", "critic_opt", "reward")
+
     def state_dict(self) -> dict:
-        return {
-            "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(),
-            "target_critic": self.target_critic.state_dict(),
-            "norm": self.norm.state_dict(),
-            "priv_norm": self.priv_norm.state_dict(),
-            "actor_opt": self.actor_opt.state_dict(),
-            "critic_opt": self.critic_opt.state_dict(),
-            "reward": self.reward.state_dict(),
+        return {k: getattr(self, k).state_dict() for k in self._PARTS} | {
             "noise_gen": self.noise_gen.get_state(),
             "iter": self.iter,
             "skipped_total": self.skipped_total,
@@ -382,14 +377,8 @@ class SHAC:
         }
 
     def load_state_dict(self, d: dict) -> None:
-        self.actor.load_state_dict(d["actor"])
-        self.critic.load_state_dict(d["critic"])
-        self.target_critic.load_state_dict(d["target_critic"])
-        self.norm.load_state_dict(d["norm"])
-        self.priv_norm.load_state_dict(d["priv_norm"])
-        self.actor_opt.load_state_dict(d["actor_opt"])
-        self.critic_opt.load_state_dict(d["critic_opt"])
-        self.reward.load_state_dict(d["reward"])
+        for k in self._PARTS:
+            getattr(self, k).load_state_dict(d[k])
         self.noise_gen.set_state(d["noise_gen"])
         self.iter = d["iter"]
         self.skipped_total = d["skipped_total"]

@@ -165,10 +165,7 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--branches", type=int, default=None, help="BCG branches B per trigger (default: config)")
     ap.add_argument(
-        "--bcg-horizon",
-        type=int,
-        default=None,
-        help="BCG horizon H, control steps before the branches merge (default: config)",
+        "--bcg-horizon", type=int, default=None, help="BCG horizon H: steps before the branches merge (default: config)"
     )
     ap.add_argument(
         "--same-start",

@@ -21,6 +21,8 @@ from bcg_sim.policy.observation import ReferenceWindow
 from bcg_sim.quat import conjugate, from_yaw, multiply, rotate, yaw
 
 NUM_JOINTS = len(JOINTS_29)
+# The clip's arrays, in the constructor's order: also the keys of its .npz file and of a Motion's fields.
+ARRAYS = ("root_pos_w", "root_quat_w", "joint_pos", "root_lin_vel_w", "root_ang_vel_w")
 
 
 def _angular_velocity_w(quat: np.ndarray, fps: float) -> np.ndarray:
@@ -68,7 +70,7 @@ class ReferenceTrack:
             self.root_lin_vel_w = np.gradient(self.root_pos_w, 1.0 / self.fps, axis=0) if n > 1 else np.zeros((n, 3))
         if self.root_ang_vel_w is None:
             self.root_ang_vel_w = _angular_velocity_w(self.root_quat_w, self.fps)
-        for name in ("root_pos_w", "root_quat_w", "joint_pos", "root_lin_vel_w", "root_ang_vel_w"):
+        for name in ARRAYS:
             if not np.all(np.isfinite(getattr(self, name))):
                 raise ValueError(f"reference {self.name!r}: {name} has non-finite values")
 
@@ -76,15 +78,7 @@ class ReferenceTrack:
     @classmethod
     def from_motion(cls, motion) -> "ReferenceTrack":
         """From a bcg_sim.motion.Motion (derived velocities used when present)."""
-        return cls(
-            motion.name,
-            motion.fps,
-            motion.root_pos_w,
-            motion.root_quat_w,
-            motion.joint_pos,
-            motion.root_lin_vel_w,
-            motion.root_ang_vel_w,
-        )
+        return cls(motion.name, motion.fps, *(getattr(motion, k) for k in ARRAYS))
 
     @classmethod
     def standing(
@@ -97,15 +91,7 @@ class ReferenceTrack:
         return cls(name, fps, pos, quat, q)
 
     def save_npz(self, path: str | Path) -> None:
-        np.savez(
-            path,
-            fps=np.array([self.fps]),
-            root_pos_w=self.root_pos_w,
-            root_quat_w=self.root_quat_w,
-            joint_pos=self.joint_pos,
-            root_lin_vel_w=self.root_lin_vel_w,
-            root_ang_vel_w=self.root_ang_vel_w,
-        )
+        np.savez(path, fps=np.array([self.fps]), **{k: getattr(self, k) for k in ARRAYS})
 
     @classmethod
     def load_npz(cls, path: str | Path, name: str) -> "ReferenceTrack":
@@ -116,15 +102,7 @@ class ReferenceTrack:
             raise ArtifactError(f"{path}: not a readable reference clip (.npz): not a zip archive (damaged?)")
         try:
             with np.load(path, allow_pickle=False) as d:
-                return cls(
-                    name,
-                    float(d["fps"][0]),
-                    d["root_pos_w"],
-                    d["root_quat_w"],
-                    d["joint_pos"],
-                    d["root_lin_vel_w"],
-                    d["root_ang_vel_w"],
-                )
+                return cls(name, float(d["fps"][0]), *(d[k] for k in ARRAYS))
         except KeyError as exc:
             raise ArtifactError(f"{path}: reference clip lacks array {exc}") from exc
         except (OSError, ValueError, EOFError, zipfile.BadZipFile, IndexError, AttributeError) as exc:

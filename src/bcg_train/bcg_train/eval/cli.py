@@ -27,10 +27,7 @@ def _parser(cfg) -> argparse.ArgumentParser:
     ap.add_argument("--mjcf", default=None, help="any G1 MJCF (default: the project's G1 model)")
     ap.add_argument("--runs", type=int, default=cfg.runs, help=f"runs, seeds base_seed+i (default {cfg.runs})")
     ap.add_argument(
-        "--seconds",
-        type=float,
-        default=cfg.seconds,
-        help=f"sim seconds per run, 0 = clip duration (default {cfg.seconds})",
+        "--seconds", type=float, default=cfg.seconds, help=f"seconds a run, 0: whole clip (default {cfg.seconds})"
     )
     ap.add_argument("--out", default="eval_out", help="output folder (default eval_out)")
     ap.add_argument(
