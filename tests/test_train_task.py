@@ -9,6 +9,9 @@ import pytest
 import torch
 from train_helpers import QUIET, tiny_trainer
 
+from bcg_sim.config import ConfigError
+from bcg_train.config import load_train_config
+
 
 def _task(tmp_path, n=2, motion="dance", **task):
     task = {"motion": motion, "randomize": {**QUIET, **task.pop("randomize", {})}, **task}
@@ -139,6 +142,36 @@ def test_action_delay_applies_the_previous_action_in_delayed_episodes(tmp_path):
     assert torch.equal(prev.grad[:, 0] > 0, task.delayed) and torch.equal(now.grad[:, 0] > 0, ~task.delayed)
     none = _task(tmp_path / "none", n=50)
     assert not bool(none.delayed.any())
+
+
+def test_action_rate_cost_is_the_weighted_mean_squared_change_and_pulls_actions_together(tmp_path):
+    task = tiny_trainer(
+        tmp_path,
+        {
+            "algo": "shac",
+            "num_envs": 3,
+            "reward": {"kind": "tracking", "action_rate": 0.5},
+            "task": {"motion": "dance"},
+        },
+    ).task
+    prev = torch.zeros(3, 29)
+    prev[1, :5] = 1.0
+    now = torch.zeros(3, 29)
+    now[1, :5] = 1.0  # world 1 repeats its action
+    now[2, 0] = 2.0  # world 2 moves one joint by 2
+    task.last_action = prev.clone().requires_grad_()
+    now.requires_grad_()
+    cost = task.action_rate_cost(now)
+    assert torch.allclose(cost, torch.tensor([0.0, 0.0, 0.5 * 4.0 / 29]))
+    cost.sum().backward()
+    # descending the cost moves this action towards the last one and the last one towards this one
+    assert float(now.grad[2, 0]) > 0 and float(task.last_action.grad[2, 0]) < 0
+    assert float(now.grad[:2].abs().sum()) == 0.0
+    off = _task(tmp_path / "off", n=3)
+    off.last_action = prev
+    assert torch.equal(off.action_rate_cost(now.detach()), torch.zeros(3))
+    with pytest.raises(ConfigError, match="reward.action_rate"):
+        load_train_config("tiny", {"reward": {"action_rate": -0.1}})
 
 
 def test_training_targets_stay_in_the_target_ranges_the_node_enforces(tmp_path):

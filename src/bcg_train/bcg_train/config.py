@@ -122,6 +122,7 @@ class RewardConfig:
     tracking_weights: dict[str, float] = field(default_factory=dict)
     tracking_scales: dict[str, float] = field(default_factory=dict)
     alive_bonus: float = 0.0
+    action_rate: float = 0.0  # r -= this x mean over joints of (a_t - a_{t-1})^2, raw actions (bcg_train.task)
 
 
 @dataclass
@@ -252,6 +253,7 @@ class TrainConfig:
                 f"needs exactly the groups {FEATURE_GROUPS}, got {sorted(groups)}",
             )
         need(all(s > 0 for s in self.reward.tracking_scales.values()), "reward.tracking_scales", "must be > 0")
+        need(self.reward.action_rate >= 0, "reward.action_rate", f"must be >= 0, got {self.reward.action_rate}")
         kinds = get_args(get_type_hints(TaskConfig)["root_estimate"])
         need(
             self.task.root_estimate in kinds,

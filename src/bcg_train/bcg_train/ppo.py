@@ -68,7 +68,7 @@ class TaskVecEnv(VecEnv):
         out = t.env.step(t.env_action(t.delay(actions)))
         ref_f = features(t.ref_kinematics(t.frame + 1))
         sim_f = features(t.sim_kinematics(out))
-        r = self.reward(sim_f, ref_f) + t.cfg.reward.alive_bonus
+        r = self.reward(sim_f, ref_f) + t.cfg.reward.alive_bonus - t.action_rate_cost(actions)
         self.reward.observe(sim_f, ref_f)
         t.last_action = actions.clone()
         terminated, timeout = t.advance(out)

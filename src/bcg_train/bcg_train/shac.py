@@ -194,7 +194,7 @@ class SHAC:
             out = env.step(task.env_action(task.delay(action)))
             ref_f = features(task.ref_kinematics(task.frame + 1))
             sim_f = features(task.sim_kinematics(out))
-            r = self.reward(sim_f, ref_f) + alive_bonus  # [N]
+            r = self.reward(sim_f, ref_f) + alive_bonus - task.action_rate_cost(action)  # [N]
             self.reward.observe(sim_f, ref_f)
             task.last_action = action
             terminated, timeout = task.advance(out)

@@ -474,6 +474,15 @@ class Task:
         `last_action` is set to `action`."""
         return torch.where(self.delayed[:, None], self.last_action, action)
 
+    def action_rate_cost(self, action: torch.Tensor) -> torch.Tensor:
+        """[N] reward.action_rate x the mean over joints of (action - last_action)^2, raw actions [N, 29]: what
+        each step's reward loses to a jumpy policy (differentiable in both actions). Call before `last_action`
+        is set to `action`."""
+        w = self.cfg.reward.action_rate
+        if w == 0:
+            return torch.zeros(self.n, device=self.device)
+        return w * (action - self.last_action).square().mean(-1)
+
     def env_action(self, action: torch.Tensor) -> torch.Tensor:
         """Env actions [N, 29] that make the PD targets of the contract's action_to_target(action)."""
         target = self.contract.action_to_target(action)
