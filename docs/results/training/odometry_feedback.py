@@ -11,7 +11,6 @@ and their correlation.
 Usage: odometry_feedback.py POLICY [--noise ENC VEL GYRO] [--runs N]"""
 
 import argparse
-import dataclasses
 
 import numpy as np
 
@@ -35,14 +34,14 @@ ap.add_argument("--runs", type=int, default=5)
 a = ap.parse_args()
 policy, cfg = load_policy(a.policy), EvalConfig()
 if a.noise:
-    cfg = dataclasses.replace(cfg, noise_q_std=a.noise[0], noise_dq_std=a.noise[1], noise_gyro_std=a.noise[2])
+    cfg = cfg.with_sensor_noise(a.noise)
+cm = lambda x: np.linalg.norm(x, axis=1).mean() * 100  # noqa: E731
 true_off, seen_off = [], []
 for seed in range(a.runs):
     r = MujocoEvaluator(policy, cfg, load_eval_model(None), clip_seconds(policy, 0)).run(seed).rollout
     q, ref = r.qpos, r.ref_qpos[: len(r.qpos)]
     true_off.append(q[:, :2] - ref[:, :2])
     seen_off.append(odometry_path(q) - odometry_path(ref))
-    cm = lambda x: np.linalg.norm(x, axis=1).mean() * 100  # noqa: E731
     print(
         f"run {seed}: true offset {cm(true_off[-1]):5.1f} cm, odometry vs the clip's odometry {cm(seen_off[-1]):5.1f}"
     )
