@@ -39,6 +39,9 @@ class SolverConfig:
     # ...its implicit part beyond the friction's along the contact normal only (a small solve per substep, exact
     # tangential law) or, false, as an isotropic point mass (cheaper; extra tangential inertia; docs/sim.md)
     implicit_spring_normal_only: bool = True
+    # ...the spring on the penetration this far to the end of the substep, pen - theta dt vz': 1 backward Euler
+    # (numerical damping dt*ke), 0.5 the trapezoidal rule (half of it); below 0.5 the spring is not stable
+    implicit_spring_theta: float = 1.0
     threads: int = 1  # native backend: C++ threads over worlds
 
 
@@ -187,6 +190,12 @@ class SimConfig:
             not self.solver.implicit_contact_spring or self.solver.implicit_contact,
             "solver.implicit_contact_spring",
             "needs solver.implicit_contact (the spring's implicit part rides on the contact damping's point mass)",
+        )
+        need(
+            0.5 <= self.solver.implicit_spring_theta <= 1,
+            "solver.implicit_spring_theta",
+            f"must be in [0.5, 1] (below 0.5 the implicit spring is not unconditionally stable), "
+            f"got {self.solver.implicit_spring_theta}",
         )
         need(self.variant == "29dof", "variant", f"only '29dof' is simulated, got {self.variant!r}")
         need(self.control_hz > 0, "control_hz", f"must be > 0, got {self.control_hz}")

@@ -111,6 +111,7 @@ def _load() -> ctypes.CDLL:
                                          P, P]
             lib.g1dyn_destroy.argtypes = [P]
             lib.g1dyn_set_joint_limits.argtypes = [P, P, P, D, D]
+            lib.g1dyn_set_spring_theta.argtypes = [P, D]
             # ..., threads, then the per-world constants (mu, kf, kp, kd, K, joints [K], inertias; NULL: the model's)
             lib.g1dyn_forward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, P, P, I, P, P, P, P, I, P, P]
             lib.g1dyn_backward.argtypes = [P, I, P, P, P, P, P, P, P, P, P, P, P, I, P, P, P, P, I, P, P]
@@ -423,6 +424,7 @@ class NativeSimulator:
             int(cfg.solver.stable_pd), int(cfg.solver.implicit_contact), int(cfg.solver.implicit_contact_spring),
             int(cfg.solver.implicit_spring_normal_only), -9.81, len(m.body_joint), _ptr(t[12]),
             _ptr(t[13]))
+        self._lib.g1dyn_set_spring_theta(self._h, float(cfg.solver.implicit_spring_theta))
         a = cfg.actuation
         if a.joint_limit_ke > 0 or a.joint_limit_kd > 0:
             lo, hi = np.ascontiguousarray(m.joint_lower), np.ascontiguousarray(m.joint_upper)  # copied by C++

@@ -44,6 +44,7 @@ struct Params {
   int implicit_contact = 0;  // contact damping implicit (see implicit_mass)
   int implicit_spring = 0;   // ...and the normal spring with it: backward Euler in contact (see normal_damping)
   int spring_normal_only = 1;  // its implicit excess along the normal only (1) or as an isotropic point mass (0)
+  double spring_theta = 1.0;   // implicit_spring's weight on the end-of-substep penetration (see normal_damping)
   double gravity = 9.81;
   VectorXd kp, kd_pd, effort;  // [29]
   VectorXd lim_lo, lim_hi;     // [29] joint ranges (empty: no stops)
@@ -130,11 +131,15 @@ struct Work {  // per thread
 
 inline Motion cross(const Motion& m1, const Motion& m2) { return m1.cross(m2); }
 
-// Normal damping of the explicit part of the law. With implicit_spring the normal spring acts on the end-of-
-// substep penetration, pen' = pen - dt vz': ke pen' - kd vz' = ke pen - (kd + dt ke) vz', i.e. a damping
-// kd + dt ke on the end-of-substep normal velocity (the dt ke is the backward-Euler scheme's numerical damping).
-// Its explicit part is ke pen - (kd + dt ke) vz; the rest, -(kd + dt ke) dt az, is the implicit mass below.
-inline double normal_damping(const Params& p) { return p.kd + (p.implicit_spring ? p.dt * p.ke : 0.0); }
+// Normal damping of the explicit part of the law. With implicit_spring the normal spring acts on the
+// penetration theta of the way to the end of the substep, pen' = pen - theta dt vz': ke pen' - kd vz' =
+// ke pen - (kd + theta dt ke) vz', i.e. a damping kd + theta dt ke on the end-of-substep normal velocity
+// (theta dt ke is the scheme's numerical damping: backward Euler at theta 1, the trapezoidal rule's half at 0.5,
+// which is still unconditionally stable for the linear spring). Its explicit part is ke pen - (kd + theta dt ke) vz;
+// the rest, -(kd + theta dt ke) dt az, is the implicit mass below.
+inline double normal_damping(const Params& p) {
+  return p.kd + (p.implicit_spring ? p.spring_theta * p.dt * p.ke : 0.0);
+}
 
 // Ground force on a sphere whose lowest point is cw moving at vel (world); F_c, F_v its Jacobians.
 // Returns false when the sphere exerts no force.
@@ -847,6 +852,8 @@ void g1dyn_set_joint_limits(void* h, const double* lo, const double* hi, double 
   p.lim_ke = ke;
   p.lim_kd = kd;
 }
+
+void g1dyn_set_spring_theta(void* h, double theta) { static_cast<Sim*>(h)->p.spring_theta = theta; }
 
 int g1dyn_nq(void* h) { return static_cast<Sim*>(h)->nq; }
 int g1dyn_nv(void* h) { return static_cast<Sim*>(h)->nv; }
