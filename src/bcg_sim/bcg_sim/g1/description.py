@@ -401,11 +401,15 @@ def _axis_angle_mat(axis, angle: float) -> np.ndarray:
     return np.eye(3) + math.sin(angle) * kx + (1 - math.cos(angle)) * kx @ kx
 
 
-def forward_kinematics(qpos, variant: str = "29dof") -> tuple[np.ndarray, np.ndarray]:
+def forward_kinematics(
+    qpos, variant: str = "29dof", bodies: tuple[str, ...] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """World pose of every body for MuJoCo qpos [..., 7 + n] (pelvis xyz [m], quat wxyz, joints [rad]).
 
     Returns positions [..., 30, 3] [m] and rotation matrices [..., 30, 3, 3], in `body_names()` order; a whole
-    trajectory [T, 7 + n] at once (numpy over T, one pass over the 30 bodies).
+    trajectory [T, 7 + n] at once (numpy over T, one pass over the 30 bodies). `bodies` (names): only those,
+    [..., len(bodies), ...] in that order, from their chains alone (leg odometry needs the two feet: 13 of the
+    30 bodies, the same numbers).
     """
     qpos = np.asarray(qpos, float)
     n = 7 + len(joints(variant))
@@ -414,23 +418,47 @@ def forward_kinematics(qpos, variant: str = "29dof") -> tuple[np.ndarray, np.nda
     q = qpos.reshape(-1, n)
     pos = np.empty((len(q), len(BODIES), 3))
     rot = np.empty((len(q), len(BODIES), 3, 3))
-    for i, (parent, offset, fixed, qidx, axis_k) in enumerate(_chain(variant)):
+    chain = _chain(variant)
+    for i in range(len(BODIES)) if bodies is None else _ancestors(tuple(bodies)):
+        parent, offset, fixed, qidx, axis_k, axis_k2 = chain[i]
         if parent < 0:
             pos[:, i], rot[:, i] = q[:, :3], quat_to_matrix(quat_normalize(q[:, 3:7]))
             continue
         pos[:, i] = pos[:, parent] + rot[:, parent] @ offset
-        rot[:, i] = rot[:, parent] @ fixed
+        rot[:, i] = rot[:, parent] if fixed is None else rot[:, parent] @ fixed
         if qidx >= 0:  # Rodrigues about the joint axis: I + sin(a) K + (1 - cos(a)) K^2
             a = q[:, qidx, None, None]
-            rot[:, i] = rot[:, i] @ (np.eye(3) + np.sin(a) * axis_k + (1.0 - np.cos(a)) * (axis_k @ axis_k))
+            rot[:, i] = rot[:, i] @ (_EYE3 + np.sin(a) * axis_k + (1.0 - np.cos(a)) * axis_k2)
+    if bodies is not None:
+        sel = [BODY_NAMES.index(b) for b in bodies]
+        pos, rot = pos[:, sel], rot[:, sel]
     batch = qpos.shape[:-1]
-    return pos.reshape(*batch, len(BODIES), 3), rot.reshape(*batch, len(BODIES), 3, 3)
+    return pos.reshape(*batch, pos.shape[1], 3), rot.reshape(*batch, pos.shape[1], 3, 3)
 
 
 @functools.lru_cache(maxsize=None)
-def _chain(variant: str) -> tuple[tuple[int, np.ndarray, np.ndarray, int, np.ndarray], ...]:
+def _ancestors(bodies: tuple[str, ...]) -> list[int]:
+    """BODIES indices of `bodies` and every body above them, parents first."""
+    index = {b.name: i for i, b in enumerate(BODIES)}
+    unknown = [b for b in bodies if b not in index]
+    if unknown:
+        raise ValueError(f"unknown bodies {unknown}; known: {BODY_NAMES}")
+    need: set[int] = set()
+    for name in bodies:
+        while name is not None and index[name] not in need:
+            need.add(index[name])
+            name = BODIES[index[name]].parent
+    return sorted(need)  # BODIES lists parents before their children
+
+
+_EYE3 = np.eye(3)
+
+
+@functools.lru_cache(maxsize=None)
+def _chain(variant: str) -> tuple[tuple[int, np.ndarray, np.ndarray | None, int, np.ndarray, np.ndarray], ...]:
     """Per body (BODIES order, parents first): parent index (-1: root), offset [3] m and fixed rotation [3, 3] in
-    the parent frame, qpos index of its joint (-1: none or welded in `variant`), the joint axis' cross matrix."""
+    the parent frame (None: the identity), qpos index of its joint (-1: none or welded in `variant`), the joint
+    axis' cross matrix K and K @ K."""
     qidx = {j.name: 7 + k for k, j in enumerate(joints(variant))}
     index = {b.name: i for i, b in enumerate(BODIES)}
     out = []
@@ -441,9 +469,10 @@ def _chain(variant: str) -> tuple[tuple[int, np.ndarray, np.ndarray, int, np.nda
             (
                 -1 if b.parent is None else index[b.parent],
                 np.asarray(b.pos, float),
-                quat_to_mat(b.quat),
+                None if np.array_equal(quat_to_mat(b.quat), _EYE3) else quat_to_mat(b.quat),
                 -1 if j is None else qidx[j.name],
                 k,
+                k @ k,
             )
         )
     return tuple(out)

@@ -26,11 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from bcg_sim.g1 import BODY_NAMES, FOOT_BODIES, FOOT_SPHERE_RADIUS, foot_sphere_positions, forward_kinematics
+from bcg_sim.g1 import FOOT_BODIES, FOOT_SPHERE_RADIUS, foot_sphere_positions, forward_kinematics
 from bcg_sim.quat import is_torch
 
 Array = Any  # np.ndarray or torch.Tensor
-_FEET = [BODY_NAMES.index(f) for f in FOOT_BODIES]
 SUPPORT_SOFTNESS_M = 0.01  # [m] a sole sphere this much above the lowest carries 1/e of its support weight
 
 
@@ -55,8 +54,8 @@ class LegOdometry:
     def _spheres_rel_w(self, joint_pos: np.ndarray, base_quat_w: np.ndarray) -> np.ndarray:
         """[2S, 3] sole-sphere centres minus the pelvis position, in world axes (pelvis at the origin)."""
         qpos = np.concatenate([np.zeros(3), np.asarray(base_quat_w, float), np.asarray(joint_pos, float)])
-        pos, rot = forward_kinematics(qpos)
-        c = pos[_FEET][:, None, :] + np.einsum("fij,sj->fsi", rot[_FEET], self._spheres)  # [2, S, 3]
+        pos, rot = forward_kinematics(qpos, bodies=FOOT_BODIES)  # [2, 3], [2, 3, 3]
+        c = pos[:, None, :] + np.einsum("fij,sj->fsi", rot, self._spheres)  # [2, S, 3]
         return c.reshape(-1, 3)
 
     def reset(self, joint_pos: np.ndarray, base_quat_w: np.ndarray, root_xy_w: np.ndarray | None = None) -> None:
