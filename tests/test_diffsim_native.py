@@ -20,9 +20,18 @@ from bcg_sim.diffsim.native import (
 
 
 def native_cfg(
-    kappa=300.0, gains="stand", dt=None, stable_pd=None, implicit_contact=None, threads=1, spring=None, normal_only=True
+    kappa=300.0,
+    gains="stand",
+    dt=None,
+    stable_pd=None,
+    implicit_contact=None,
+    threads=1,
+    spring=None,
+    normal_only=True,
+    theta=1.0,
 ):
-    """spring: solver.implicit_contact_spring (None: the config's); normal_only: solver.implicit_spring_normal_only."""
+    """spring: solver.implicit_contact_spring (None: the config's); normal_only: solver.implicit_spring_normal_only;
+    theta: solver.implicit_spring_theta."""
     c = load_sim_config().with_kappa(kappa)
     s = dc.replace(
         c.solver,
@@ -31,6 +40,7 @@ def native_cfg(
         implicit_contact=c.solver.implicit_contact if implicit_contact is None else implicit_contact,
         implicit_contact_spring=c.solver.implicit_contact_spring if spring is None else spring,
         implicit_spring_normal_only=normal_only,
+        implicit_spring_theta=theta,
     )
     return dc.replace(
         c,
@@ -65,27 +75,28 @@ def test_same_discretization_matches_newton():
 
 
 @pytest.mark.parametrize(
-    "kappa,substeps,dt,spring,normal_only",
+    "kappa,substeps,dt,spring,normal_only,theta",
     [
-        (50.0, None, None, False, True),
-        (300.0, None, None, False, True),
-        (300.0, 4, None, False, True),
-        (300.0, None, 0.005, True, True),
-        (1000.0, None, 0.005, True, True),
-        (300.0, 2, 0.005, True, True),
-        (300.0, None, 0.005, True, False),
-        (1000.0, None, 0.005, True, False),
+        (50.0, None, None, False, True, 1.0),
+        (300.0, None, None, False, True, 1.0),
+        (300.0, 4, None, False, True, 1.0),
+        (300.0, None, 0.005, True, True, 1.0),
+        (1000.0, None, 0.005, True, True, 1.0),
+        (300.0, 2, 0.005, True, True, 1.0),
+        (300.0, None, 0.005, True, False, 1.0),
+        (1000.0, None, 0.005, True, False, 1.0),
+        (300.0, None, 0.005, True, True, 0.5),
     ],
 )
-def test_reverse_mode_is_exact_in_double_precision(kappa, substeps, dt, spring, normal_only):
+def test_reverse_mode_is_exact_in_double_precision(kappa, substeps, dt, spring, normal_only, theta):
     """One 2 ms-substep control step standing on the ground (contact, stable PD, implicit contact damping): the
     adjoint of the C++ step equals central finite differences of the same double-precision step -- a loss on the
     last state and on the body poses/twists -- w.r.t. the initial coordinates (quaternion included), velocities
     and PD targets (measured 1e-8 .. 3e-6 relative). Also for a partial step (4 of the 10 substeps, as BCG's
     re-run up to a contact onset), and at 5 ms with the normal spring implicit (solver.implicit_contact_spring,
     backward Euler in contact) at kappa 300 and 1000, whole and partial (2 of 4), its implicit part on the normals
-    only (the default) or as an isotropic point mass."""
-    sim = NativeSimulator(native_cfg(kappa=kappa, dt=dt, spring=spring, normal_only=normal_only), 1)
+    only (the default) or as an isotropic point mass, and with the trapezoidal spring (theta 0.5)."""
+    sim = NativeSimulator(native_cfg(kappa=kappa, dt=dt, spring=spring, normal_only=normal_only, theta=theta), 1)
     q, qd = sim.default_state()
     tgt = targets(sim, 5)
     with torch.no_grad():
@@ -159,12 +170,12 @@ def assert_reverse_mode_exact(sim, q_t, qd_t, tgt, substeps=None, params=None):
         assert np.abs(fd - g[0]).max() < 1e-4 * np.abs(fd).max(), which
 
 
-@pytest.mark.parametrize("normal_only", [True, False])
-def test_reverse_mode_is_exact_landing_and_sliding_with_the_implicit_spring(normal_only):
+@pytest.mark.parametrize("normal_only,theta", [(True, 1.0), (False, 1.0), (True, 0.5)])
+def test_reverse_mode_is_exact_landing_and_sliding_with_the_implicit_spring(normal_only, theta):
     """5 ms substeps, normal spring implicit, kappa 300: a world 1 mm above the floor moving down at 0.3 m/s and
     sideways at 0.4 m/s lands and slides within the step (soles switch on mid-step; friction on its capped
     branch): the adjoint still equals central finite differences of the double-precision step."""
-    sim = NativeSimulator(native_cfg(kappa=300.0, dt=0.005, spring=True, normal_only=normal_only), 1)
+    sim = NativeSimulator(native_cfg(kappa=300.0, dt=0.005, spring=True, normal_only=normal_only, theta=theta), 1)
     q, qd = sim.default_state()
     with torch.no_grad():
         o = sim.step(targets(sim, 1), q, qd)  # settle onto the floor

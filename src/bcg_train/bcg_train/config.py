@@ -227,8 +227,8 @@ class TrainConfig:
     shac: SHACConfig = field(default_factory=SHACConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     eval: TrainEvalConfig = field(default_factory=TrainEvalConfig)
-    # keys of config/sim.yaml this run changes (nested, merged key by key), e.g. the 5 ms step:
-    # {sim_dt: 0.005, solver: {implicit_contact_spring: true}}; kappa and device above win over it
+    # keys of config/sim.yaml this run changes (nested, merged key by key), e.g. the 5 ms step: {sim_dt: 0.005,
+    # solver: {implicit_contact_spring: true, implicit_spring_theta: 0.5}}; kappa and device above win over it
     sim: dict[str, Any] = field(default_factory=dict)
 
     def sim_config(self):

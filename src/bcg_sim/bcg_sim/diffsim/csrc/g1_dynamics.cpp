@@ -148,8 +148,8 @@ bool contact_force(const Params& p, const Vector3d& cw, const Vector3d& vel, Vec
   double pen = -cw.z();
   if (pen <= 0.0) return false;
   // Active while the base law ke pen - kd vz pushes (the same set with and without implicit_spring). With it the
-  // explicit part ke pen - (kd + dt ke) vz may be negative (a sphere moving up, which the implicit part then
-  // decelerates): switching the sphere off on that sign made the feet chatter on/off every other substep at
+  // explicit part ke pen - (kd + theta dt ke) vz may be negative (a sphere moving up, which the implicit part
+  // then decelerates): switching the sphere off on that sign made the feet chatter on/off every other substep at
   // 4-5 ms (measured), so it is not a condition; the friction cone uses its positive part.
   if (p.ke * pen - p.kd * vel.z() <= 0.0) return false;
   const double kdn = normal_damping(p);
@@ -232,11 +232,12 @@ void pd(const Sim& s, Work& w, const VectorXd& q, const VectorXd& v, const doubl
 // (docs/sim.md, "Native backend"). Applied to sliding spheres too (where friction is capped and the term is
 // a small extra tangential inertia): switching it off at the stick/slip boundary made the dynamics
 // discontinuous there and the multi-step gradients 10-100x off at dt >= 1 ms (measured).
-// With implicit_spring the normal law's implicit part is -(kd + dt ke) dt a_z. spring_normal_only: the isotropic
-// point mass keeps dt min(kd, kf) and the rest, normal_excess(), acts along the normal only (aba_normal: a point
-// mass that moves along the normal only), so the tangential direction keeps the friction law's implicit term.
-// Else the point mass is dt (kd + dt ke), isotropic: the tangential direction gets -(kd + dt ke) dt a_t where
-// the law has -kf dt a_t, an extra inertia dt (kd + dt ke - kf) per sphere (cheaper; docs/sim.md).
+// With implicit_spring the normal law's implicit part is -(kd + theta dt ke) dt a_z. spring_normal_only: the
+// isotropic point mass keeps dt min(kd, kf) and the rest, normal_excess(), acts along the normal only
+// (aba_normal: a point mass that moves along the normal only), so the tangential direction keeps the friction
+// law's implicit term.
+// Else the point mass is dt (kd + theta dt ke), isotropic: the tangential direction gets -(kd + theta dt ke) dt a_t
+// where the law has -kf dt a_t, an extra inertia dt (kd + theta dt ke - kf) per sphere (cheaper; docs/sim.md).
 double implicit_mass(const Params& p) {
   if (!p.implicit_contact) return 0.0;
   return p.implicit_spring && !p.spring_normal_only ? p.dt * normal_damping(p) : p.dt * std::min(p.kd, p.kf);
