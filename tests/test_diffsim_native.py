@@ -239,33 +239,36 @@ def test_threads_give_identical_results():
     assert torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])
 
 
+def policy_gradient(cfg, first_frame: int = 0) -> torch.Tensor:
+    """Gradient [29 * 65 + 29] of a linear policy's loss over 8 control steps from `run` frames first_frame + 8k
+    (k < 8): joint tracking plus body heights. Also docs/results/sim/implicit_spring_theta.py's measure."""
+    clip = bcg_sim.motion.load("run")
+    frames = torch.arange(first_frame, first_frame + 64, 8)
+    ref = torch.as_tensor(clip.joint_pos, dtype=torch.float32)
+    env = G1DiffEnv(cfg, len(frames))
+    torch.manual_seed(0)
+    pol = torch.nn.Linear(29 * 2 + 7, 29)
+    with torch.no_grad():
+        pol.weight.mul_(0.1)
+        pol.bias.zero_()
+    env.reset(motion=clip, frames=frames)
+    s, loss = env.state, 0.0
+    for t in range(8):
+        out = env.step(pol(torch.cat([s.joint_pos, s.joint_vel, s.root_quat_w, s.root_ang_vel_w], -1)))
+        s = out.state
+        f = frames + round((t + 1) * cfg.control_dt * clip.fps)
+        loss = loss + ((s.joint_pos - ref[f]) ** 2).sum() + (out.body_pos_w[..., 2] ** 2).sum()
+    loss.backward()
+    return torch.cat([p.grad.flatten() for p in pol.parameters()])
+
+
 def test_policy_gradient_agrees_with_newton():
     """8 control steps of a linear policy from 8 `run` frames, kappa 300, the motors' gains. Reference: the exact
     gradient of the fine discretization (native, 0.5 ms, explicit PD and contact -- the same dynamics as Newton's).
     The default native gradient (2 ms, implicit PD and contact damping) points the way Newton's does, and is no
     further from the reference than twice Newton's own distance (Newton's tape gradient is approximate: it replays
     per-substep matrices; docs/sim.md). Measured: cos 0.991; relative distance 0.044 (native) vs 0.119 (Newton)."""
-    clip = bcg_sim.motion.load("run")
-    frames = torch.arange(0, 64, 8)
-    ref = torch.as_tensor(clip.joint_pos, dtype=torch.float32)
-
-    def grad(cfg):
-        env = G1DiffEnv(cfg, len(frames))
-        torch.manual_seed(0)
-        pol = torch.nn.Linear(29 * 2 + 7, 29)
-        with torch.no_grad():
-            pol.weight.mul_(0.1)
-            pol.bias.zero_()
-        env.reset(motion=clip, frames=frames)
-        s, loss = env.state, 0.0
-        for t in range(8):
-            out = env.step(pol(torch.cat([s.joint_pos, s.joint_vel, s.root_quat_w, s.root_ang_vel_w], -1)))
-            s = out.state
-            f = frames + round((t + 1) * cfg.control_dt * clip.fps)
-            loss = loss + ((s.joint_pos - ref[f]) ** 2).sum() + (out.body_pos_w[..., 2] ** 2).sum()
-        loss.backward()
-        return torch.cat([p.grad.flatten() for p in pol.parameters()])
-
+    grad = policy_gradient
     native = grad(native_cfg(gains="policy"))
     newton = grad(native_cfg(gains="policy").with_backend("newton"))
     exact = grad(native_cfg(gains="policy", dt=0.0005, stable_pd=False, implicit_contact=False))

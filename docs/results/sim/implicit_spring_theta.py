@@ -15,10 +15,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))
-from test_diffsim_native import native_cfg  # noqa: E402
+from test_diffsim_native import native_cfg, policy_gradient  # noqa: E402
 
-import bcg_sim.motion  # noqa: E402
-from bcg_sim.diffsim import G1DiffEnv, make_simulator  # noqa: E402
+from bcg_sim.diffsim import make_simulator  # noqa: E402
 
 
 def cfg(kappa: float, gains: str, dt: float, theta: float):
@@ -42,28 +41,6 @@ def stand(c) -> str:
     return f"creep {creep:.2f} mm, height {float(q[0, 2] - q0[0, 2]) * 1e3:+.2f} mm, peak foot force {peak:.0f} N"
 
 
-def grad(c, start: int) -> torch.Tensor:
-    """The linear policy's gradient [29 * 65 + 29] over 8 control steps from frames start + 8k of `run`."""
-    clip = bcg_sim.motion.load("run")
-    frames = torch.arange(start, 64 + start, 8)
-    ref = torch.as_tensor(clip.joint_pos, dtype=torch.float32)
-    env = G1DiffEnv(c, len(frames))
-    torch.manual_seed(0)
-    pol = torch.nn.Linear(29 * 2 + 7, 29)
-    with torch.no_grad():
-        pol.weight.mul_(0.1)
-        pol.bias.zero_()
-    env.reset(motion=clip, frames=frames)
-    s, loss = env.state, 0.0
-    for t in range(8):
-        out = env.step(pol(torch.cat([s.joint_pos, s.joint_vel, s.root_quat_w, s.root_ang_vel_w], -1)))
-        s = out.state
-        f = frames + round((t + 1) * c.control_dt * clip.fps)
-        loss = loss + ((s.joint_pos - ref[f]) ** 2).sum() + (out.body_pos_w[..., 2] ** 2).sum()
-    loss.backward()
-    return torch.cat([p.grad.flatten() for p in pol.parameters()])
-
-
 def main() -> None:
     thetas = [float(x) for x in sys.argv[1:]] or [1.0, 0.5]
     for th in thetas:
@@ -71,11 +48,13 @@ def main() -> None:
             print(f"stand, 5 ms, stand gains, theta {th}, kappa {k:g}: {stand(cfg(k, 'stand', 0.005, th))}", flush=True)
     for k in (300.0, 100.0):
         for start in (0, 4, 2):
-            exact = grad(native_cfg(kappa=k, gains="policy", dt=0.0005, stable_pd=False, implicit_contact=False), start)
-            row = {"2 ms default": grad(native_cfg(kappa=k, gains="policy"), start)}
+            exact = policy_gradient(
+                native_cfg(kappa=k, gains="policy", dt=0.0005, stable_pd=False, implicit_contact=False), start
+            )
+            row = {"2 ms default": policy_gradient(native_cfg(kappa=k, gains="policy"), start)}
             for th in thetas:
-                row[f"5 ms theta {th}"] = grad(cfg(k, "policy", 0.005, th), start)
-                row[f"4 ms theta {th}"] = grad(cfg(k, "policy", 0.004, th), start)
+                row[f"5 ms theta {th}"] = policy_gradient(cfg(k, "policy", 0.005, th), start)
+                row[f"4 ms theta {th}"] = policy_gradient(cfg(k, "policy", 0.004, th), start)
             dist = ", ".join(f"{name} {float((g - exact).norm() / exact.norm()):.3f}" for name, g in row.items())
             print(f"gradient distance, kappa {k:g}, frames {start} + 8k: {dist}", flush=True)
 
