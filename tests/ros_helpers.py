@@ -104,8 +104,23 @@ class RosSide:
         self.node = rclpy.create_node(name, context=self.context)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
-        self._thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()
+
+    def _spin(self) -> None:
+        """executor.spin, surviving a test's destroy_subscription: destroying an entity while this thread builds
+        its wait set raises InvalidHandle here, which ended the thread and with it every later callback (seen
+        once in CI under load: test_remote_press_and_ground_truth then never received /sim/ground_truth)."""
+        from rclpy._rclpy_pybind11 import InvalidHandle
+        from rclpy.executors import ExternalShutdownException, ShutdownException
+
+        while self.context.ok():
+            try:
+                self.executor.spin_once(timeout_sec=0.1)
+            except InvalidHandle:
+                continue
+            except (ShutdownException, ExternalShutdownException):  # close()
+                return
 
     def call_trigger(self, service: str, timeout: float = 5.0):
         """Call a std_srvs/Trigger service. Clients are created once per service and kept: destroying an
