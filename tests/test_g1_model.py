@@ -125,6 +125,14 @@ def test_numpy_forward_kinematics_matches_mujoco():
             np.testing.assert_allclose(rot, d.xmat[1:].reshape(-1, 3, 3), atol=1e-9)
             np.testing.assert_array_equal(traj_pos[t], pos)
             np.testing.assert_array_equal(traj_rot[t], rot)
+        # only some bodies (leg odometry's feet): their own chains give the same numbers, in the order asked
+        some = ("right_ankle_roll_link", "torso_link", "left_ankle_roll_link")
+        sub_pos, sub_rot = g1.forward_kinematics(qpos, variant, bodies=some)
+        rows = [g1.body_names(variant).index(b) for b in some]
+        np.testing.assert_array_equal(sub_pos, traj_pos[:, rows])
+        np.testing.assert_array_equal(sub_rot, traj_rot[:, rows])
+    with pytest.raises(ValueError, match="unknown bodies"):
+        g1.forward_kinematics(qpos[0], variant, bodies=("left_foot",))
 
 
 def test_no_self_collision():
