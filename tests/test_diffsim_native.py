@@ -268,10 +268,9 @@ def test_policy_gradient_agrees_with_newton():
     The default native gradient (2 ms, implicit PD and contact damping) points the way Newton's does, and is no
     further from the reference than twice Newton's own distance (Newton's tape gradient is approximate: it replays
     per-substep matrices; docs/sim.md). Measured: cos 0.991; relative distance 0.044 (native) vs 0.119 (Newton)."""
-    grad = policy_gradient
-    native = grad(native_cfg(gains="policy"))
-    newton = grad(native_cfg(gains="policy").with_backend("newton"))
-    exact = grad(native_cfg(gains="policy", dt=0.0005, stable_pd=False, implicit_contact=False))
+    native = policy_gradient(native_cfg(gains="policy"))
+    newton = policy_gradient(native_cfg(gains="policy").with_backend("newton"))
+    exact = policy_gradient(native_cfg(gains="policy", dt=0.0005, stable_pd=False, implicit_contact=False))
     rel = lambda g: float((g - exact).norm() / exact.norm())  # noqa: E731
     cos = float(torch.nn.functional.cosine_similarity(native, newton, dim=0))
     assert cos > 0.9, cos

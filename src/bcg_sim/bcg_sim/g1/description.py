@@ -419,7 +419,8 @@ def forward_kinematics(
     pos = np.empty((len(q), len(BODIES), 3))
     rot = np.empty((len(q), len(BODIES), 3, 3))
     chain = _chain(variant)
-    for i in range(len(BODIES)) if bodies is None else _ancestors(tuple(bodies)):
+    needed, rows = (range(len(BODIES)), None) if bodies is None else _subset(tuple(bodies))
+    for i in needed:
         parent, offset, fixed, qidx, axis_k, axis_k2 = chain[i]
         if parent < 0:
             pos[:, i], rot[:, i] = q[:, :3], quat_to_matrix(quat_normalize(q[:, 3:7]))
@@ -429,26 +430,25 @@ def forward_kinematics(
         if qidx >= 0:  # Rodrigues about the joint axis: I + sin(a) K + (1 - cos(a)) K^2
             a = q[:, qidx, None, None]
             rot[:, i] = rot[:, i] @ (_EYE3 + np.sin(a) * axis_k + (1.0 - np.cos(a)) * axis_k2)
-    if bodies is not None:
-        sel = [BODY_NAMES.index(b) for b in bodies]
-        pos, rot = pos[:, sel], rot[:, sel]
+    if rows is not None:
+        pos, rot = pos[:, rows], rot[:, rows]
     batch = qpos.shape[:-1]
     return pos.reshape(*batch, pos.shape[1], 3), rot.reshape(*batch, pos.shape[1], 3, 3)
 
 
 @functools.lru_cache(maxsize=None)
-def _ancestors(bodies: tuple[str, ...]) -> list[int]:
-    """BODIES indices of `bodies` and every body above them, parents first."""
-    index = {b.name: i for i, b in enumerate(BODIES)}
-    unknown = [b for b in bodies if b not in index]
+def _subset(bodies: tuple[str, ...]) -> tuple[list[int], list[int]]:
+    """BODIES indices that forward_kinematics computes for `bodies` (them and every body above them, parents
+    first), and the rows it returns (`bodies` in the order given)."""
+    unknown = [b for b in bodies if b not in _BODY_BY_NAME]
     if unknown:
         raise ValueError(f"unknown bodies {unknown}; known: {BODY_NAMES}")
     need: set[int] = set()
     for name in bodies:
-        while name is not None and index[name] not in need:
-            need.add(index[name])
-            name = BODIES[index[name]].parent
-    return sorted(need)  # BODIES lists parents before their children
+        while name is not None and BODY_NAMES.index(name) not in need:
+            need.add(BODY_NAMES.index(name))
+            name = _BODY_BY_NAME[name].parent
+    return sorted(need), [BODY_NAMES.index(b) for b in bodies]  # BODIES lists parents before their children
 
 
 _EYE3 = np.eye(3)
@@ -465,11 +465,12 @@ def _chain(variant: str) -> tuple[tuple[int, np.ndarray, np.ndarray | None, int,
     for b in BODIES:
         j = None if b.parent is None else body_joint(b, variant)
         k = np.zeros((3, 3)) if j is None else _cross_matrix(j.axis)
+        fixed = quat_to_mat(b.quat)
         out.append(
             (
                 -1 if b.parent is None else index[b.parent],
                 np.asarray(b.pos, float),
-                None if np.array_equal(quat_to_mat(b.quat), _EYE3) else quat_to_mat(b.quat),
+                None if np.array_equal(fixed, _EYE3) else fixed,
                 -1 if j is None else qidx[j.name],
                 k,
                 k @ k,
