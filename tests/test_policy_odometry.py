@@ -89,5 +89,85 @@ def test_a_trained_policy_that_observes_its_offset_gets_the_estimate_from_the_ru
     target = runner.step(state)
     assert target.shape == (29,) and np.isfinite(target).all()
     start_xy = policy.reference.sample(np.array([0.0]))["root_pos_w"][0, :2]
-    np.testing.assert_allclose(runner.odometry.position_w[:2], start_xy, atol=1e-9)  # it has not moved yet
+    np.testing.assert_allclose(runner.odometry.position_w[0, :2], start_xy, atol=1e-9)  # it has not moved yet
     assert PolicyRunner(load_policy(REPO / "policies" / "run")).odometry is None  # trained without it
+
+
+def test_batch_window_is_each_tracks_own_window():
+    """N copies of one clip, each aligned to a different heading and start, sampled at once: row i is copy i's
+    own window bit for bit (one aligned the identity way too); copies of two different clips are refused."""
+    import copy
+
+    from bcg_sim.policy.reference import batch_window
+    from bcg_sim.quat import from_yaw
+
+    clip = load_policy(REPO / "policies" / "dance").reference
+    tracks = [copy.copy(clip) for _ in range(3)]
+    tracks[1].align_yaw(from_yaw(0.7), 1.3)
+    tracks[2].align_yaw(from_yaw(-2.1), 0.0)
+    t = np.array([0.0, 1.3, clip.duration - 0.05])  # the last one reaches past the clip's end
+    win = batch_window(tracks, t, 5, 0.02)
+    for i, tr in enumerate(tracks):
+        own = tr.window(float(t[i]), 5, 0.02)
+        for got, want in zip(win, own):
+            np.testing.assert_array_equal(got[i], want)
+    other = load_policy(REPO / "policies" / "run").reference
+    with pytest.raises(ValueError, match="copies of one clip"):
+        batch_window([tracks[0], other], t[:2], 5, 0.02)
+
+
+def test_batch_runner_is_n_single_runners_and_faults_one_world():
+    """BatchPolicyRunner steps three MuJoCo-measured robots (different start noise, clip times and headings) in
+    one call, with leg odometry: its targets are, step by step, those of three single PolicyRunners. A world whose
+    joint velocities turn NaN faults alone, naming the feature; its time stays, the others go on."""
+    import copy
+
+    from bcg_policy_node.policy_runner import BatchPolicyRunner, PolicyFault, PolicyRunner
+    from bcg_sim.policy import RobotState
+    from bcg_train.eval.config import EvalConfig
+    from bcg_train.eval.mujoco_eval import MujocoEvaluator, load_eval_model
+
+    policy = load_policy(REPO / "policies" / "dance")
+    assert "ref_root_offset_xy" in policy.contract.slices()  # odometry is part of what is compared
+    ev = MujocoEvaluator(policy, EvalConfig(), load_eval_model(None), 0.1)
+    rng = np.random.default_rng(3)
+    states = [ev._measure(rng) for _ in range(3)]
+    t0 = [0.0, 0.8, 2.4]
+    singles = [PolicyRunner(policy, copy.copy(policy.reference)) for _ in states]
+    batch = BatchPolicyRunner(policy, [copy.copy(policy.reference) for _ in states])
+    as_batch = lambda ss: RobotState(*(np.stack([getattr(s, k) for s in ss]) for k in RobotState._fields[:4]))  # noqa: E731
+    for r, s, t in zip(singles, states, t0):
+        r.start(s, t)
+    batch.start(as_batch(states), t0)
+    for k in range(4):  # the robots move a little between steps (their joints follow earlier targets)
+        want = np.stack([r.step(s) for r, s in zip(singles, states)])
+        got, causes = batch.step(as_batch(states))
+        assert causes == [None, None, None]
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+        states = [s._replace(joint_pos=0.9 * s.joint_pos + 0.1 * w) for s, w in zip(states, want)]
+    np.testing.assert_allclose(batch.times, [r.t for r in singles])
+    bad = states[1]._replace(joint_vel=np.full(29, np.nan))
+    with pytest.raises(PolicyFault, match="joint_vel"):
+        singles[1].step(bad)
+    want = [singles[0].step(states[0]), singles[2].step(states[2])]
+    got, causes = batch.step(as_batch([states[0], bad, states[2]]))
+    assert causes[0] is None and causes[2] is None and "joint_vel" in causes[1]
+    assert np.isnan(got[1]).all()
+    np.testing.assert_allclose(got[[0, 2]], want, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(batch.times, [r.t for r in singles])  # the faulted world's time stayed
+
+
+def test_eval_runner_bench_runs_both_sides():
+    """bench/eval_runner.py times N single runners against one batch runner and checks they agree; a tiny run
+    prints one row per world count, and a bad count is one line and exit 2."""
+    import subprocess
+    import sys
+
+    script = REPO / "bench" / "eval_runner.py"
+    args = [sys.executable, str(script), "--steps", "3", "--rounds", "1", "--worlds", "2"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    row = r.stdout.splitlines()[-1].split()
+    assert row[0] == "2" and row[-1].endswith("x") and float(row[1]) > 0 and float(row[2]) > 0, r.stdout
+    bad = subprocess.run([*args[:-1], "0"], capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

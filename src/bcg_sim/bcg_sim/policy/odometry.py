@@ -16,8 +16,8 @@ into the world frame by the IMU's orientation.
   yaw drift. Training applies the same rule to the simulated soles (`support` and the anchor update, in
   bcg_train.task), so a policy learns how far the estimate goes wrong where its feet slide.
 
-One instance per robot run; `reset` at the start, `update` once per control step, numpy (the node's control
-loop and bcg-eval run it).
+One instance per robot run (or per batch of simulated worlds); `reset` at the start, `update` once per control
+step, numpy (the node's control loop and bcg-eval run it).
 """
 
 from __future__ import annotations
@@ -44,40 +44,46 @@ def support(z: Array) -> Array:
 
 
 class LegOdometry:
-    """Pelvis position estimate [3] m in the IMU's world frame from joint angles [29] and the pelvis orientation."""
+    """Pelvis position estimate [..., 3] m in the IMU's world frame from joint angles [..., 29] and the pelvis
+    orientation [..., 4]: one robot (no leading dims) or a batch of simulated worlds ([N, ...])."""
 
     def __init__(self):
         self._spheres = foot_sphere_positions()  # [S, 3] in the ankle-roll frame
-        self._anchor: np.ndarray | None = None  # [2S, 2] believed ground position of each sole sphere [m]
+        self._anchor: np.ndarray | None = None  # [..., 2S, 2] believed ground position of each sole sphere [m]
         self.position_w = np.zeros(3)
 
     def _spheres_rel_w(self, joint_pos: np.ndarray, base_quat_w: np.ndarray) -> np.ndarray:
-        """[2S, 3] sole-sphere centres minus the pelvis position, in world axes (pelvis at the origin)."""
-        qpos = np.concatenate([np.zeros(3), np.asarray(base_quat_w, float), np.asarray(joint_pos, float)])
-        pos, rot = forward_kinematics(qpos, bodies=FOOT_BODIES)  # [2, 3], [2, 3, 3]
-        c = pos[:, None, :] + np.einsum("fij,sj->fsi", rot, self._spheres)  # [2, S, 3]
-        return c.reshape(-1, 3)
+        """[..., 2S, 3] sole-sphere centres minus the pelvis position, in world axes (pelvis at the origin)."""
+        joint_pos, base_quat_w = np.asarray(joint_pos, float), np.asarray(base_quat_w, float)
+        qpos = np.concatenate([np.zeros((*joint_pos.shape[:-1], 3)), base_quat_w, joint_pos], axis=-1)
+        pos, rot = forward_kinematics(qpos, bodies=FOOT_BODIES)  # [..., 2, 3], [..., 2, 3, 3]
+        c = pos[..., :, None, :] + np.einsum("...fij,sj->...fsi", rot, self._spheres)  # [..., 2, S, 3]
+        return c.reshape(*c.shape[:-3], -1, 3)
 
     def reset(self, joint_pos: np.ndarray, base_quat_w: np.ndarray, root_xy_w: np.ndarray | None = None) -> None:
-        """Start at horizontal position root_xy_w [2] m (default the origin), the height from the lowest sole."""
+        """Start at horizontal position root_xy_w [..., 2] m (default the origin), the height from the lowest
+        sole."""
         rel = self._spheres_rel_w(joint_pos, base_quat_w)
-        xy = np.zeros(2) if root_xy_w is None else np.asarray(root_xy_w, float)[:2]
-        self._anchor = xy + rel[:, :2]  # [2S, 2] where each sole sphere is believed to be on the ground
-        self.position_w = np.array([xy[0], xy[1], self._height(rel)])
+        xy = np.zeros((*rel.shape[:-2], 2)) if root_xy_w is None else np.asarray(root_xy_w, float)[..., :2]
+        self._anchor = xy[..., None, :] + rel[..., :2]  # [..., 2S, 2] where each sole sphere is believed to be
+        self.position_w = self._position(xy, rel)
 
-    def _height(self, rel: np.ndarray) -> float:
-        return float(-rel[:, 2].min() + FOOT_SPHERE_RADIUS)
+    @staticmethod
+    def _position(xy: np.ndarray, rel: np.ndarray) -> np.ndarray:
+        """[..., 3]: x, y and the pelvis height above the lowest sole (flat ground)."""
+        return np.concatenate([xy, -rel[..., 2].min(axis=-1, keepdims=True) + FOOT_SPHERE_RADIUS], axis=-1)
 
     def update(self, joint_pos: np.ndarray, base_quat_w: np.ndarray) -> np.ndarray:
-        """Advance by one measurement; returns the estimate [3] m: x, y from the supporting soles, z the pelvis
-        height above the lowest sole (flat ground)."""
+        """Advance by one measurement; returns the estimate [..., 3] m: x, y from the supporting soles, z the
+        pelvis height above the lowest sole (flat ground)."""
         if self._anchor is None:
             raise RuntimeError("LegOdometry.update before reset")
         rel = self._spheres_rel_w(joint_pos, base_quat_w)
-        s = support(rel[:, 2])  # [2S]
-        xy = (s / s.sum()) @ (self._anchor - rel[:, :2])
+        s = support(rel[..., 2])  # [..., 2S]
+        xy = np.einsum("...s,...sc->...c", s / s.sum(axis=-1, keepdims=True), self._anchor - rel[..., :2])
         # a supporting sphere keeps its ground point (so encoder noise does not add up over a stance); one in
         # the air is re-placed under where it now is
-        self._anchor = s[:, None] * self._anchor + (1 - s[:, None]) * (xy + rel[:, :2])
-        self.position_w = np.array([xy[0], xy[1], self._height(rel)])
+        w = s[..., None]
+        self._anchor = w * self._anchor + (1 - w) * (xy[..., None, :] + rel[..., :2])
+        self.position_w = self._position(xy, rel)
         return self.position_w.copy()

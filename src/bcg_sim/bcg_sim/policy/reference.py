@@ -3,6 +3,7 @@
 A `ReferenceTrack` holds one clip (root pose, joint positions and their velocities at `fps`) and answers
 `window(t, K, dt)`: the K frames at times t + dt, t + 2 dt, ..., t + K dt (the next K control steps), as
 a `ReferenceWindow` for `build_observation`. Times past the end hold the last frame (velocities zero).
+`batch_window` does the same for N aligned copies of one clip at once (simulated worlds, one per copy).
 
 The robot's IMU yaw is arbitrary, so at the start of a run the clip is rotated about z (`align_yaw`) so
 that its heading at t0 equals the robot's; root positions are shifted so the clip starts at the origin.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -164,3 +166,24 @@ class ReferenceTrack:
         return ReferenceWindow(
             s["joint_pos"], s["root_quat_w"], s["root_lin_vel_w"], s["root_ang_vel_w"], s["root_pos_w"]
         )
+
+
+def batch_window(tracks: Sequence[ReferenceTrack], t, horizon: int, dt: float) -> ReferenceWindow:
+    """`window` of N tracks at once: track i at time t[i] [s] gives row i of a ReferenceWindow [N, K, ...], the
+    numbers of tracks[i].window(t[i], horizon, dt). The tracks are copies of one clip (copy.copy: the same frame
+    arrays), each with its own alignment, so the clip is sampled once for all N x K times."""
+    first = tracks[0]
+    if any(tr.joint_pos is not first.joint_pos for tr in tracks):
+        raise ValueError("batch_window: the tracks must be copies of one clip (the same frame arrays)")
+    times = np.asarray(t, dtype=np.float64)[:, None] + dt * np.arange(1, horizon + 1)  # [N, K]
+    s = {k: v.reshape(*times.shape, v.shape[-1]) for k, v in first.sample(times.ravel(), aligned=False).items()}
+    # a zero yaw and offset leave the frames bit for bit (rotation by the identity quaternion)
+    qy = np.stack([from_yaw(tr.yaw_offset) for tr in tracks])[:, None, :]  # [N, 1, 4]
+    pos = np.stack([tr.pos_offset for tr in tracks])[:, None, :]  # [N, 1, 3]
+    return ReferenceWindow(
+        s["joint_pos"],
+        multiply(np.broadcast_to(qy, s["root_quat_w"].shape), s["root_quat_w"]),
+        rotate(qy, s["root_lin_vel_w"]),
+        rotate(qy, s["root_ang_vel_w"]),
+        rotate(qy, s["root_pos_w"]) + pos,
+    )

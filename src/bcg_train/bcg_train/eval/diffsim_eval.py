@@ -1,10 +1,11 @@
 """The training side of delta_d: the same policy, from the same start states, rolled out forward-only in
 bcg_sim.diffsim (the simulator it is trained in), at a chosen contact stiffness kappa.
 
-The policy runs through the node's `PolicyRunner` here too (observation builder, target clipping); the PD
-targets go to the simulator's `step` directly, so the contract's action scale and gains are used, not the sim
-config's. The sim's gain table (actuation.gains) must match the contract's kp/kd: "policy" (the motors') or
-"stand" (bring-up), else the comparison would be of two different robots and it is refused.
+The policy runs through the node's runner here too (`BatchPolicyRunner`: PolicyRunner's code, all worlds in one
+call per step; observation builder, leg odometry, target clipping); the PD targets go to the simulator's `step`
+directly, so the contract's action scale and gains are used, not the sim config's. The sim's gain table
+(actuation.gains) must match the contract's kp/kd: "policy" (the motors') or "stand" (bring-up), else the
+comparison would be of two different robots and it is refused.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def diffsim_rollouts(
     reference. `stop_at_falls`: end when every world has fallen (else run all `seconds`; a fallen world's
     motors hold their last targets). `bcg`: the state goes on as in training, the bundle mean replacing it H
     steps after each touchdown (bundles are never cut: there are no rollout boundaries here)."""
-    from bcg_policy_node.policy_runner import PolicyFault, PolicyRunner
+    from bcg_policy_node.policy_runner import BatchPolicyRunner
     from bcg_sim.diffsim.backend import make_simulator
     from bcg_sim.diffsim.state import SimState, from_newton, to_newton
     from bcg_sim.quat import conjugate, rotate
@@ -98,40 +99,28 @@ def diffsim_rollouts(
     q, qd = to_newton(state, root_com_b)
     if env is not None:
         env.reset(state=state)
-    runners = [PolicyRunner(policy, ref) for ref in refs]
+    runner = BatchPolicyRunner(policy, refs)  # the node's runner, all worlds in one call per step
     alive = np.ones(n, dtype=bool)
     dt = policy.contract.control_dt
 
-    def robot(st: SimState, i: int) -> RobotState:
-        quat = st.root_quat_w[i : i + 1]
-        w_b = rotate(conjugate(quat), st.root_ang_vel_w[i : i + 1])[0]
-        return RobotState(
-            st.joint_pos[i].double().numpy(),
-            st.joint_vel[i].double().numpy(),
-            quat[0].double().numpy(),
-            w_b.double().numpy(),
-        )
+    def robots(st: SimState) -> RobotState:
+        """What each world's robot measures [n, ...] (float64 numpy, gyroscope in the pelvis frame)."""
+        w_b = rotate(conjugate(st.root_quat_w), st.root_ang_vel_w)
+        return RobotState(*(x.double().cpu().numpy() for x in (st.joint_pos, st.joint_vel, st.root_quat_w, w_b)))
 
     def qpos(st: SimState) -> np.ndarray:
         return torch.cat([st.root_pos_w, st.root_quat_w, st.joint_pos], dim=-1).double().cpu().numpy()
 
     with torch.no_grad():
         st = from_newton(q, qd, root_com_b)
-        for i, r in enumerate(runners):
-            r.start(robot(st, i), t0[i])
+        runner.start(robots(st), t0)
         hist = [qpos(st)]
         steps = 0
         for _ in range(round(seconds / dt)):
-            targets = np.zeros((n, 29))
-            for i, r in enumerate(runners):
-                if not alive[i]:
-                    targets[i] = hist[-1][i, 7:]
-                    continue
-                try:
-                    targets[i] = r.step(robot(st, i))
-                except PolicyFault:
-                    alive[i] = False
-                    targets[i] = hist[-1][i, 7:]
+            targets, causes = runner.step(robots(st))
+            alive &= np.array([c is None for c in causes])
+            # a fallen or faulted world's motors hold its last targets
+            targets = np.where(alive[:, None], targets, hist[-1][:, 7:])
             if env is None:
                 out = sim.step(f32(targets), q, qd)
                 q, qd = out.joint_q, out.joint_qd
@@ -171,7 +160,7 @@ def window_tracking(
     policy: Policy, cfg: EvalConfig, start_times: list[float], seconds: float, kappa: float | None = None
 ) -> dict[str, float]:
     """A fixed-protocol tracking score in the training simulator: one world per start time [s], started exactly
-    in the reference state (no initial noise), the policy through the node's PolicyRunner for `seconds` with no
+    in the reference state (no initial noise), the policy through the node's runner for `seconds` with no
     early termination, so a fall keeps counting as the large error it is and policies that survive different
     times are compared over the same window.
     Returns e_track_cm (mean over worlds and steps 1..T of metrics.tracking_error), falls (fraction of worlds
