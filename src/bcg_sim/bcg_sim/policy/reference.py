@@ -153,11 +153,7 @@ class ReferenceTrack:
             "root_ang_vel_w": np.where(past_end, 0.0, lerp(self.root_ang_vel_w)),
         }
         if aligned and (self.yaw_offset != 0.0 or np.any(self.pos_offset)):
-            qy = from_yaw(self.yaw_offset)
-            out["root_pos_w"] = rotate(qy, out["root_pos_w"]) + self.pos_offset
-            out["root_quat_w"] = multiply(np.broadcast_to(qy, out["root_quat_w"].shape), out["root_quat_w"])
-            out["root_lin_vel_w"] = rotate(qy, out["root_lin_vel_w"])
-            out["root_ang_vel_w"] = rotate(qy, out["root_ang_vel_w"])
+            out = _aligned(out, from_yaw(self.yaw_offset), self.pos_offset)
         return out
 
     def window(self, t: float, horizon: int, dt: float) -> ReferenceWindow:
@@ -180,10 +176,17 @@ def batch_window(tracks: Sequence[ReferenceTrack], t, horizon: int, dt: float) -
     # a zero yaw and offset leave the frames bit for bit (rotation by the identity quaternion)
     qy = np.stack([from_yaw(tr.yaw_offset) for tr in tracks])[:, None, :]  # [N, 1, 4]
     pos = np.stack([tr.pos_offset for tr in tracks])[:, None, :]  # [N, 1, 3]
-    return ReferenceWindow(
-        s["joint_pos"],
-        multiply(np.broadcast_to(qy, s["root_quat_w"].shape), s["root_quat_w"]),
-        rotate(qy, s["root_lin_vel_w"]),
-        rotate(qy, s["root_ang_vel_w"]),
-        rotate(qy, s["root_pos_w"]) + pos,
-    )
+    s = _aligned(s, qy, pos)
+    return ReferenceWindow(s["joint_pos"], s["root_quat_w"], s["root_lin_vel_w"], s["root_ang_vel_w"], s["root_pos_w"])
+
+
+def _aligned(frames: dict[str, np.ndarray], qy: np.ndarray, pos: np.ndarray) -> dict[str, np.ndarray]:
+    """Sampled frames [..., 3|4] turned about z by the yaw quaternion qy and then shifted by pos [m] (qy [4] and
+    pos [3], or per track [N, 1, ...] against [N, K, ...] frames): the clip in the robot's world frame."""
+    return {
+        **frames,
+        "root_pos_w": rotate(qy, frames["root_pos_w"]) + pos,
+        "root_quat_w": multiply(np.broadcast_to(qy, frames["root_quat_w"].shape), frames["root_quat_w"]),
+        "root_lin_vel_w": rotate(qy, frames["root_lin_vel_w"]),
+        "root_ang_vel_w": rotate(qy, frames["root_ang_vel_w"]),
+    }
