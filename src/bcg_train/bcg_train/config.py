@@ -167,6 +167,9 @@ class SHACConfig:
     critic_hidden: list[int] = field(default_factory=lambda: [256, 128])
     layer_norm: bool = True  # LayerNorm after each hidden layer of actor and critic (DiffRL)
     action_noise_std: float = 0.1
+    # actor loss += this x mean over the rollout's observations and joints of (pi(o + n) - pi(o))^2, n the task's
+    # sensor noise: a policy whose actions do not follow the sensors' noise (CAPS' spatial smoothness term)
+    obs_smoothness: float = 0.0
     max_grad_norm: float = 1e6
     max_consecutive_skips: int = 5
     gradvar_every: int = 5
@@ -344,6 +347,13 @@ class TrainConfig:
             "gradvar_every and gradvar_bootstrap must be >= 0 (0: off)",
         )
         need(self.shac.max_consecutive_skips >= 1, "shac.max_consecutive_skips", "must be >= 1")
+        need(self.shac.obs_smoothness >= 0, "shac.obs_smoothness", f"must be >= 0, got {self.shac.obs_smoothness}")
+        noisy = max(rz.obs_joint_pos, rz.obs_joint_vel, rz.obs_ang_vel, rz.obs_gravity) > 0
+        need(
+            self.shac.obs_smoothness == 0 or noisy,
+            "shac.obs_smoothness",
+            "needs sensor noise to measure against (task.randomize.obs_joint_pos, _joint_vel, _ang_vel or _gravity)",
+        )
         need(self.add.replay_size >= self.add.batch_size >= 1, "add.replay_size", "need replay_size >= batch_size >= 1")
         need(self.add.epochs >= 1, "add.epochs", f"must be >= 1, got {self.add.epochs}")
         need(
@@ -429,7 +439,7 @@ def parse_budget(text: str) -> Budget:
     return Budget(kind, amount, str(text).strip())
 
 
-SEED_STREAMS = ("resets", "reward", "noise", "bcg", "gradvar")  # independent random streams of a run
+SEED_STREAMS = ("resets", "reward", "noise", "bcg", "gradvar", "smoothness")  # independent random streams of a run
 
 
 def derive_seed(seed: int, stream: str, rank: int = 0) -> int:

@@ -115,6 +115,8 @@ class SHAC:
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=self.shac.actor_lr, betas=betas)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=self.shac.critic_lr, betas=betas)
         self.noise_gen = torch.Generator().manual_seed(derive_seed(seed, "noise", comm.rank))
+        # its own stream, so that measuring the actor's sensitivity leaves the rollout's noise as it was
+        self.smooth_gen = torch.Generator().manual_seed(derive_seed(seed, "smoothness", comm.rank))
         self.seed = seed
         self.iter = 0
         self.update_norm = True  # False freezes the observation statistics (tests on a fixed batch)
@@ -149,6 +151,15 @@ class SHAC:
             torch.zeros(self.n, r, hidden, device=self.device, requires_grad=True),
             torch.zeros(self.n, NUM_ACTIONS, device=self.device, requires_grad=True),
         )
+
+    def obs_sensitivity(self, obs: torch.Tensor) -> torch.Tensor:
+        """Mean over rows and joints of (pi(o + n) - pi(o))^2 [scalar, differentiable w.r.t. the actor] for raw
+        observations obs [B, n_obs], n drawn with the task's sensor-noise stds: how much the actions follow the
+        sensors' noise. With shac.obs_smoothness > 0 the actor minimizes it beside the return."""
+        std = self.task.obs_noise_std
+        noise = torch.randn(obs.shape, generator=self.smooth_gen).to(self.device) * std
+        clean = self.actor(self.norm(_finite_rows(obs)))
+        return (self.actor(self.norm(_finite_rows(obs + noise))) - clean).square().mean()
 
     # ------------------------------------------------------------------ one iteration
     def rollout_loss(self, probes=None, update_norm: bool = True) -> tuple[torch.Tensor, dict, dict]:
@@ -233,10 +244,19 @@ class SHAC:
                 critic_in = self._critic_in(obs, priv)
             else:
                 state, obs, priv, critic_in = out.state, next_obs, next_priv, next_critic_in
+        loss = loss / (n * h)
+        # scored with the statistics the rollout used, before they are updated
+        if sc.obs_smoothness > 0:
+            sensitivity = self.obs_sensitivity(torch.cat(seen_obs))
+            loss = loss + sc.obs_smoothness * sensitivity
+        else:
+            with torch.no_grad():
+                sensitivity = self.obs_sensitivity(torch.cat(seen_obs))
+        log["obs_sensitivity"] = float(sensitivity.detach())
         if update_norm:
             self.norm.update(self.comm.gather(torch.cat(seen_obs)))
             self.priv_norm.update(self.comm.gather(torch.cat(seen_priv)))
-        return loss / (n * h), rec, log
+        return loss, rec, log
 
     def iteration(self) -> dict:
         """Steps 1-4 of the module docstring; returns the metrics.csv row (`Algorithm.iteration`)."""
