@@ -5,7 +5,8 @@ One iteration, top to bottom:
    worlds are reset to random clip frames mid-rollout). Each step: normalized observation -> actor (+ small
    reparameterized noise) -> contract action -> env.step -> reward on reference features (differentiable).
 2. Actor loss = -(sum_t gamma^t r_t + gamma^h V'(s_h)) / (N h), with V' the target critic, cut at episode ends
-   (terminated: no bootstrap; time-out: bootstrap). One backward through the whole rollout, then
+   (terminated: no bootstrap; time-out: bootstrap), plus shac.obs_smoothness x the actor's sensitivity to sensor
+   noise (`obs_sensitivity`; off by default). One backward through the whole rollout, then
    env.new_rollout(). Guard: a non-finite loss/gradient or a pre-clip gradient norm above `max_grad_norm`
    skips the update (counted); `max_consecutive_skips` in a row stop the run.
 3. Critic: TD(lambda) targets from the recorded rewards and target-critic values, `critic_iters` epochs over
