@@ -157,8 +157,7 @@ class SHAC:
         """Mean over rows and joints of (pi(o + n) - pi(o))^2 [scalar, differentiable w.r.t. the actor] for raw
         observations obs [B, n_obs], n drawn with the task's sensor-noise stds: how much the actions follow the
         sensors' noise. With shac.obs_smoothness > 0 the actor minimizes it beside the return."""
-        std = self.task.obs_noise_std
-        noise = torch.randn(obs.shape, generator=self.smooth_gen).to(self.device) * std
+        noise = self.task.sensor_noise(obs, self.smooth_gen)
         clean = self.actor(self.norm(_finite_rows(obs)))
         return (self.actor(self.norm(_finite_rows(obs + noise))) - clean).square().mean()
 
@@ -246,16 +245,17 @@ class SHAC:
             else:
                 state, obs, priv, critic_in = out.state, next_obs, next_priv, next_critic_in
         loss = loss / (n * h)
+        rollout_obs = torch.cat(seen_obs)  # [h N, n_obs]
         # scored with the statistics the rollout used, before they are updated
         if sc.obs_smoothness > 0:
-            sensitivity = self.obs_sensitivity(torch.cat(seen_obs))
+            sensitivity = self.obs_sensitivity(rollout_obs)
             loss = loss + sc.obs_smoothness * sensitivity
         else:
             with torch.no_grad():
-                sensitivity = self.obs_sensitivity(torch.cat(seen_obs))
+                sensitivity = self.obs_sensitivity(rollout_obs)
         log["obs_sensitivity"] = float(sensitivity.detach())
         if update_norm:
-            self.norm.update(self.comm.gather(torch.cat(seen_obs)))
+            self.norm.update(self.comm.gather(rollout_obs))
             self.priv_norm.update(self.comm.gather(torch.cat(seen_priv)))
         return loss, rec, log
 

@@ -451,12 +451,14 @@ class Task:
         phase = (frames.to(torch.float32) / max(self.num_frames - 1, 1)).clamp(0, 1)[:, None]
         return build_observation(robot, self.reference_window(frames), last_action, phase, self.contract)
 
-    def sensor_noise(self, obs: torch.Tensor) -> torch.Tensor:
+    def sensor_noise(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """Noise [N, n_obs] to add to a raw observation: Gaussian with task.randomize's stds on the features the
-        robot's sensors measure, zero elsewhere (not differentiated)."""
+        robot's sensors measure, zero elsewhere (not differentiated); drawn from `generator` (default: the
+        task's own stream)."""
         if not bool((self.obs_noise_std > 0).any()):
             return torch.zeros_like(obs)
-        return (torch.randn(obs.shape, generator=self.gen).to(self.device) * self.obs_noise_std).detach()
+        gen = self.gen if generator is None else generator
+        return (torch.randn(obs.shape, generator=gen).to(self.device) * self.obs_noise_std).detach()
 
     def privileged(self, state, frames: torch.Tensor) -> torch.Tensor:
         """Critic-only inputs [N, 7]: pelvis height [m], pelvis linear velocity [m/s] and the reference pelvis
