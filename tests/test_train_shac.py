@@ -218,6 +218,18 @@ def test_obs_smoothness_makes_the_actor_ignore_sensor_noise(tmp_path):
     assert _sensitivity(r, obs) == 0.0
 
 
-def test_obs_smoothness_needs_sensor_noise(tmp_path):
+def test_obs_smoothness_needs_sensor_noise_on_an_observed_feature(tmp_path):
     with pytest.raises(ConfigError, match="shac.obs_smoothness"):
-        _trainer(tmp_path, shac={"obs_smoothness": 1.0}, task={"randomize": QUIET})
+        _trainer(tmp_path / "quiet", shac={"obs_smoothness": 1.0}, task={"randomize": QUIET})
+    # noise on the offset from the clip counts where the actor observes that offset, not where it does not
+    offset_only = {**QUIET, "obs_root_offset": 0.02}
+    with pytest.raises(ConfigError, match="shac.obs_smoothness"):
+        _trainer(tmp_path / "blind", shac={"obs_smoothness": 1.0}, task={"randomize": offset_only})
+    r = _trainer(
+        tmp_path / "seeing",
+        shac={"obs_smoothness": 1.0},
+        task={"randomize": offset_only, "observe_root_offset": True},
+    )
+    obs = r.task.observation(r.env.state, r.task.frame, r.task.last_action)
+    r.algo.norm.update(obs)
+    assert _sensitivity(r, obs) > 0

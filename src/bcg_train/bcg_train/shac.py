@@ -28,9 +28,10 @@ import math
 import numpy as np
 import torch
 
+from bcg_sim.config import ConfigError
 from bcg_sim.diffsim.gradvar import bootstrap_variance_std, gradient_variance
 from bcg_train.algorithm import NUM_ACTIONS, reduce_iteration_log
-from bcg_train.config import TrainConfig, derive_seed
+from bcg_train.config import SENSOR_NOISE_KEYS, TrainConfig, derive_seed
 from bcg_train.dist import Comm
 from bcg_train.task import PRIVILEGED_DIM, RunningNorm, Task, e_track_cm, features
 
@@ -118,6 +119,11 @@ class SHAC:
         self.noise_gen = torch.Generator().manual_seed(derive_seed(seed, "noise", comm.rank))
         # its own stream, so that measuring the actor's sensitivity leaves the rollout's noise as it was
         self.smooth_gen = torch.Generator().manual_seed(derive_seed(seed, "smoothness", comm.rank))
+        if self.shac.obs_smoothness > 0 and not bool(task.obs_noise_std.any()):
+            raise ConfigError(
+                "train config: shac.obs_smoothness: needs sensor noise on an observation this contract has "
+                f"(task.randomize: {', '.join(SENSOR_NOISE_KEYS.values())})"
+            )
         self.seed = seed
         self.iter = 0
         self.update_norm = True  # False freezes the observation statistics (tests on a fixed batch)

@@ -40,19 +40,11 @@ from bcg_sim.quat import rotate as quat_rotate
 from bcg_sim.quat import rotate_inv as quat_rotate_inv
 from bcg_sim.quat import to_matrix as quat_to_matrix
 from bcg_sim.quat import to_rot6d as quat_to_rot6d
-from bcg_train.config import FEATURE_GROUPS, PHYSICS_SCALE_KEYS, TrainConfig
+from bcg_train.config import FEATURE_GROUPS, PHYSICS_SCALE_KEYS, SENSOR_NOISE_KEYS, TrainConfig
 
 CM_PER_M = 100.0
 PRIVILEGED_DIM = 7  # Task.privileged
 END_EFFECTORS = ("left_ankle_roll_link", "right_ankle_roll_link", "left_wrist_yaw_link", "right_wrist_yaw_link")
-# observation features that carry sensor noise -> the task.randomize key of their std
-_OBS_NOISE = {
-    "joint_pos_rel": "obs_joint_pos",
-    "joint_vel": "obs_joint_vel",
-    "base_ang_vel_b": "obs_ang_vel",
-    "projected_gravity_b": "obs_gravity",
-    "ref_root_offset_xy": "obs_root_offset",
-}
 
 
 class TaskError(ValueError):
@@ -201,8 +193,9 @@ class Task:
         self._anchor = torch.zeros(self.n, 2 * len(self._spheres), 2, device=self.device)  # [N, 2S, 2] m, sole points
         self._control_hz = env.cfg.control_hz
         rz = cfg.task.randomize
+        key = SENSOR_NOISE_KEYS.get
         std = [
-            torch.full((item.size,), getattr(rz, _OBS_NOISE[item.name]) if item.name in _OBS_NOISE else 0.0)
+            torch.full((item.size,), getattr(rz, key(item.name)) if key(item.name) else 0.0)
             for item in contract.observation.layout
         ]
         self.obs_noise_std = torch.cat(std).to(self.device)  # [n_obs]
