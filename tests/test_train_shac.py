@@ -184,38 +184,61 @@ def test_reset_noise_perturbs_the_reference_start(tmp_path):
     assert bool(((q >= lo - 1e-5) & (q <= hi + 1e-5)).all())
 
 
-def _sensitivity(r: Trainer, obs: torch.Tensor) -> float:
+def _sensitivity(r: Trainer, obs: torch.Tensor, keys=None) -> float:
     r.algo.smooth_gen.manual_seed(7)  # the same noise draw every time
-    with torch.no_grad():
-        return float(r.algo.obs_sensitivity(obs))
+    std = r.algo.smooth_std
+    r.algo.smooth_std = r.task.noise_std(keys) if keys else std
+    try:
+        with torch.no_grad():
+            return float(r.algo.obs_sensitivity(obs))
+    finally:
+        r.algo.smooth_std = std
 
 
 def test_obs_smoothness_makes_the_actor_ignore_sensor_noise(tmp_path):
-    # the same fixed batch trained with and without the term: the actions of the one trained with it move less
-    # when the sensor noise is added, and without sensor noise there is nothing to measure
+    # the same fixed batch trained without the term, with it on all sensors and with it on the gyro alone: the
+    # actions move less when the noise it was given is added, and the gyro-only term leaves the joint velocities'
+    # share alone; without sensor noise there is nothing to measure
     noise = {**QUIET, "obs_joint_vel": 0.3, "obs_ang_vel": 0.1}
+    gyro, vel = ["obs_ang_vel"], ["obs_joint_vel"]
     after = {}
-    for w in (0.0, 200.0):
+    for name, w, keys in (("none", 0.0, None), ("all", 200.0, None), ("gyro", 200.0, gyro)):
         r = _trainer(
-            tmp_path / f"w{w}",
-            shac={"horizon": 3, "critic_iters": 0, "gradvar_every": 0, "obs_smoothness": w},
+            tmp_path / name,
+            shac={"horizon": 3, "critic_iters": 0, "gradvar_every": 0, "obs_smoothness": w}
+            | ({"obs_smoothness_keys": keys} if keys else {}),
             task={"randomize": noise},
         )
         obs = r.task.observation(r.env.state, r.task.frame, r.task.last_action)
         r.algo.norm.update(obs)
         r.algo.update_norm = False
-        before = _sensitivity(r, obs)
+        assert _sensitivity(r, obs) > 0
         snap = _snapshot(r)
         for _ in range(6):
             _restore(r, snap)
             m = r.algo.iteration()
             assert m["skipped"] == 0 and m["obs_sensitivity"] > 0
-        after[w] = _sensitivity(r, obs)
-        assert before > 0
-    assert after[200.0] < 0.5 * after[0.0], after
+        after[name] = {
+            "all": _sensitivity(r, obs),
+            "gyro": _sensitivity(r, obs, gyro),
+            "vel": _sensitivity(r, obs, vel),
+        }
+    assert after["all"]["all"] < 0.5 * after["none"]["all"], after
+    assert after["gyro"]["gyro"] < 0.5 * after["none"]["gyro"], after
+    assert after["gyro"]["vel"] > after["all"]["vel"], after
     r = _trainer(tmp_path / "quiet", task={"randomize": QUIET})
     obs = r.task.observation(r.env.state, r.task.frame, r.task.last_action)
     assert _sensitivity(r, obs) == 0.0
+
+
+def test_obs_smoothness_keys_pick_the_columns_of_their_sensors(tmp_path):
+    r = _trainer(tmp_path / "gyro", shac={"obs_smoothness": 1.0, "obs_smoothness_keys": ["obs_ang_vel"]})
+    gyro = r.task.contract.slices()["base_ang_vel_b"]
+    on = r.algo.smooth_std.nonzero().squeeze(-1).tolist()
+    assert on == list(range(gyro.start, gyro.stop))
+    assert torch.all(r.algo.smooth_std[on] == r.cfg.task.randomize.obs_ang_vel)
+    with pytest.raises(ConfigError, match="shac.obs_smoothness_keys"):
+        _trainer(tmp_path / "bad", shac={"obs_smoothness_keys": ["obs_gyro"]})
 
 
 def test_obs_smoothness_needs_sensor_noise_on_an_observed_feature(tmp_path):

@@ -178,6 +178,8 @@ class SHACConfig:
     # actor loss += this x mean over the rollout's observations and joints of (pi(o + n) - pi(o))^2, n the task's
     # sensor noise: a policy whose actions do not follow the sensors' noise (CAPS' spatial smoothness term)
     obs_smoothness: float = 0.0
+    # the sensor-noise keys (task.randomize, SENSOR_NOISE_KEYS' values) whose noise the term adds
+    obs_smoothness_keys: list[str] = field(default_factory=lambda: list(SENSOR_NOISE_KEYS.values()))
     max_grad_norm: float = 1e6
     max_consecutive_skips: int = 5
     gradvar_every: int = 5
@@ -353,6 +355,12 @@ class TrainConfig:
         )
         need(self.shac.max_consecutive_skips >= 1, "shac.max_consecutive_skips", "must be >= 1")
         need(self.shac.obs_smoothness >= 0, "shac.obs_smoothness", f"must be >= 0, got {self.shac.obs_smoothness}")
+        unknown = sorted(set(self.shac.obs_smoothness_keys) - set(SENSOR_NOISE_KEYS.values()))
+        need(
+            not unknown and len(self.shac.obs_smoothness_keys) > 0,
+            "shac.obs_smoothness_keys",
+            f"must be a non-empty list of {list(SENSOR_NOISE_KEYS.values())}, got {self.shac.obs_smoothness_keys}",
+        )
         need(self.add.replay_size >= self.add.batch_size >= 1, "add.replay_size", "need replay_size >= batch_size >= 1")
         need(self.add.epochs >= 1, "add.epochs", f"must be >= 1, got {self.add.epochs}")
         need(

@@ -31,7 +31,7 @@ import torch
 from bcg_sim.config import ConfigError
 from bcg_sim.diffsim.gradvar import bootstrap_variance_std, gradient_variance
 from bcg_train.algorithm import NUM_ACTIONS, reduce_iteration_log
-from bcg_train.config import SENSOR_NOISE_KEYS, TrainConfig, derive_seed
+from bcg_train.config import TrainConfig, derive_seed
 from bcg_train.dist import Comm
 from bcg_train.task import PRIVILEGED_DIM, RunningNorm, Task, e_track_cm, features
 
@@ -119,10 +119,11 @@ class SHAC:
         self.noise_gen = torch.Generator().manual_seed(derive_seed(seed, "noise", comm.rank))
         # its own stream, so that measuring the actor's sensitivity leaves the rollout's noise as it was
         self.smooth_gen = torch.Generator().manual_seed(derive_seed(seed, "smoothness", comm.rank))
-        if self.shac.obs_smoothness > 0 and not bool(task.obs_noise_std.any()):
+        self.smooth_std = task.noise_std(self.shac.obs_smoothness_keys)  # [n_obs] the term's noise
+        if self.shac.obs_smoothness > 0 and not bool(self.smooth_std.any()):
             raise ConfigError(
                 "train config: shac.obs_smoothness: needs sensor noise on an observation this contract has "
-                f"(task.randomize: {', '.join(SENSOR_NOISE_KEYS.values())})"
+                f"(task.randomize: {', '.join(self.shac.obs_smoothness_keys)})"
             )
         self.seed = seed
         self.iter = 0
@@ -161,9 +162,10 @@ class SHAC:
 
     def obs_sensitivity(self, obs: torch.Tensor) -> torch.Tensor:
         """Mean over rows and joints of (pi(o + n) - pi(o))^2 [scalar, differentiable w.r.t. the actor] for raw
-        observations obs [B, n_obs], n drawn with the task's sensor-noise stds: how much the actions follow the
-        sensors' noise. With shac.obs_smoothness > 0 the actor minimizes it beside the return."""
-        noise = self.task.sensor_noise(obs, self.smooth_gen)
+        observations obs [B, n_obs], n drawn with the task's sensor-noise stds of shac.obs_smoothness_keys: how
+        much the actions follow those sensors' noise. With shac.obs_smoothness > 0 the actor minimizes it beside
+        the return."""
+        noise = self.task.sensor_noise(obs, self.smooth_gen, self.smooth_std)
         clean = self.actor(self.norm(_finite_rows(obs)))
         return (self.actor(self.norm(_finite_rows(obs + noise))) - clean).square().mean()
 

@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import torch
@@ -193,12 +194,7 @@ class Task:
         self._anchor = torch.zeros(self.n, 2 * len(self._spheres), 2, device=self.device)  # [N, 2S, 2] m, sole points
         self._control_hz = env.cfg.control_hz
         rz = cfg.task.randomize
-        key = SENSOR_NOISE_KEYS.get
-        std = [
-            torch.full((item.size,), getattr(rz, key(item.name)) if key(item.name) else 0.0)
-            for item in contract.observation.layout
-        ]
-        self.obs_noise_std = torch.cat(std).to(self.device)  # [n_obs]
+        self.obs_noise_std = self.noise_std(SENSOR_NOISE_KEYS.values())  # [n_obs]
         self.physics_keys = rz.physics_keys_on()  # per-world physics drawn at each start (none: the sim config's)
         self.begin_iteration(0)  # sets randomize_share, of the physics ranges and the delay share
         if self.physics_keys:
@@ -444,14 +440,27 @@ class Task:
         phase = (frames.to(torch.float32) / max(self.num_frames - 1, 1)).clamp(0, 1)[:, None]
         return build_observation(robot, self.reference_window(frames), last_action, phase, self.contract)
 
-    def sensor_noise(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    def noise_std(self, keys: Iterable[str]) -> torch.Tensor:
+        """[n_obs] std of each observation column's sensor noise: task.randomize's value for the columns of the
+        sensor-noise `keys` (config.SENSOR_NOISE_KEYS' values), zero elsewhere."""
+        keys, rz = set(keys), self.cfg.task.randomize
+        std = []
+        for item in self.contract.observation.layout:
+            key = SENSOR_NOISE_KEYS.get(item.name)
+            std.append(torch.full((item.size,), getattr(rz, key) if key in keys else 0.0))
+        return torch.cat(std).to(self.device)
+
+    def sensor_noise(
+        self, obs: torch.Tensor, generator: torch.Generator | None = None, std: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Noise [N, n_obs] to add to a raw observation: Gaussian with task.randomize's stds on the features the
-        robot's sensors measure, zero elsewhere (not differentiated); drawn from `generator` (default: the
-        task's own stream)."""
-        if not bool((self.obs_noise_std > 0).any()):
+        robot's sensors measure (or with `std` [n_obs]), zero elsewhere (not differentiated); drawn from
+        `generator` (default: the task's own stream)."""
+        std = self.obs_noise_std if std is None else std
+        if not bool((std > 0).any()):
             return torch.zeros_like(obs)
         gen = self.gen if generator is None else generator
-        return (torch.randn(obs.shape, generator=gen).to(self.device) * self.obs_noise_std).detach()
+        return (torch.randn(obs.shape, generator=gen).to(self.device) * std).detach()
 
     def privileged(self, state, frames: torch.Tensor) -> torch.Tensor:
         """Critic-only inputs [N, 7]: pelvis height [m], pelvis linear velocity [m/s] and the reference pelvis
