@@ -48,13 +48,14 @@ def main() -> None:
         gen = torch.Generator().manual_seed(0)
         cells = []
         for key in SENSORS:
-            for level, value in (("train", getattr(cfg.task.randomize, key)), ("eval", EVAL_STD.get(key, 0.0))):
-                std = torch.cat(
-                    [
-                        torch.full((item.size,), value if SENSOR_NOISE_KEYS.get(item.name) == key else 0.0)
-                        for item in algo.task.contract.observation.layout
-                    ]
-                )
+            train_std = algo.task.noise_std([key])  # [n_obs]: the run's std on this sensor's columns, 0 elsewhere
+            columns = torch.cat(
+                [
+                    torch.full((it.size,), SENSOR_NOISE_KEYS.get(it.name) == key)
+                    for it in algo.task.contract.observation.layout
+                ]
+            )
+            for level, std in (("train", train_std), ("eval", columns * EVAL_STD.get(key, 0.0))):
                 with torch.no_grad():
                     clean = algo.actor(algo.norm(obs))
                     noisy = algo.actor(algo.norm(obs + torch.randn(obs.shape, generator=gen) * std))
