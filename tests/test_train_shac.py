@@ -186,13 +186,8 @@ def test_reset_noise_perturbs_the_reference_start(tmp_path):
 
 def _sensitivity(r: Trainer, obs: torch.Tensor, keys=None) -> float:
     r.algo.smooth_gen.manual_seed(7)  # the same noise draw every time
-    std = r.algo.smooth_std
-    r.algo.smooth_std = r.task.noise_std(keys) if keys else std
-    try:
-        with torch.no_grad():
-            return float(r.algo.obs_sensitivity(obs))
-    finally:
-        r.algo.smooth_std = std
+    with torch.no_grad():
+        return float(r.algo.obs_sensitivity(obs, r.task.noise_std(keys) if keys else None))
 
 
 def test_obs_smoothness_makes_the_actor_ignore_sensor_noise(tmp_path):

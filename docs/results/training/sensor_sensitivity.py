@@ -45,7 +45,7 @@ def main() -> None:
         trainer.load_checkpoint()
         algo = trainer.algo
         obs = rollout_observations(algo)
-        gen = torch.Generator().manual_seed(0)
+        algo.smooth_gen.manual_seed(0)
         cells = []
         for key in SENSORS:
             train_std = algo.task.noise_std([key])  # [n_obs]: the run's std on this sensor's columns, 0 elsewhere
@@ -57,9 +57,7 @@ def main() -> None:
             )
             for level, std in (("train", train_std), ("eval", columns * EVAL_STD.get(key, 0.0))):
                 with torch.no_grad():
-                    clean = algo.actor(algo.norm(obs))
-                    noisy = algo.actor(algo.norm(obs + torch.randn(obs.shape, generator=gen) * std))
-                cells.append(f"{key[4:]}@{level} {float((noisy - clean).square().mean()):.5f}")
+                    cells.append(f"{key[4:]}@{level} {float(algo.obs_sensitivity(obs, std)):.5f}")
         print(run.name, " | ".join(cells), flush=True)
 
 

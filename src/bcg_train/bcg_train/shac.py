@@ -160,12 +160,12 @@ class SHAC:
             torch.zeros(self.n, NUM_ACTIONS, device=self.device, requires_grad=True),
         )
 
-    def obs_sensitivity(self, obs: torch.Tensor) -> torch.Tensor:
+    def obs_sensitivity(self, obs: torch.Tensor, std: torch.Tensor | None = None) -> torch.Tensor:
         """Mean over rows and joints of (pi(o + n) - pi(o))^2 [scalar, differentiable w.r.t. the actor] for raw
-        observations obs [B, n_obs], n drawn with the task's sensor-noise stds of shac.obs_smoothness_keys: how
-        much the actions follow those sensors' noise. With shac.obs_smoothness > 0 the actor minimizes it beside
-        the return."""
-        noise = self.task.sensor_noise(obs, self.smooth_gen, self.smooth_std)
+        observations obs [B, n_obs], n drawn with the task's sensor-noise stds of shac.obs_smoothness_keys (or
+        `std` [n_obs]): how much the actions follow those sensors' noise. With shac.obs_smoothness > 0 the actor
+        minimizes it beside the return."""
+        noise = self.task.sensor_noise(obs, self.smooth_gen, self.smooth_std if std is None else std)
         clean = self.actor(self.norm(_finite_rows(obs)))
         return (self.actor(self.norm(_finite_rows(obs + noise))) - clean).square().mean()
 
