@@ -10,7 +10,6 @@ from pathlib import Path
 
 import torch
 
-from bcg_train.config import SENSOR_NOISE_KEYS
 from bcg_train.dist import Comm
 from bcg_train.runner import Trainer, check_run_folder
 
@@ -49,13 +48,8 @@ def main() -> None:
         cells = []
         for key in SENSORS:
             train_std = algo.task.noise_std([key])  # [n_obs]: the run's std on this sensor's columns, 0 elsewhere
-            columns = torch.cat(
-                [
-                    torch.full((it.size,), SENSOR_NOISE_KEYS.get(it.name) == key)
-                    for it in algo.task.contract.observation.layout
-                ]
-            )
-            for level, std in (("train", train_std), ("eval", columns * EVAL_STD.get(key, 0.0))):
+            eval_std = algo.task.sensor_columns(key) * EVAL_STD.get(key, 0.0)
+            for level, std in (("train", train_std), ("eval", eval_std)):
                 with torch.no_grad():
                     cells.append(f"{key[4:]}@{level} {float(algo.obs_sensitivity(obs, std)):.5f}")
         print(run.name, " | ".join(cells), flush=True)

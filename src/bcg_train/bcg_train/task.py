@@ -440,15 +440,24 @@ class Task:
         phase = (frames.to(torch.float32) / max(self.num_frames - 1, 1)).clamp(0, 1)[:, None]
         return build_observation(robot, self.reference_window(frames), last_action, phase, self.contract)
 
+    def sensor_columns(self, key: str) -> torch.Tensor:
+        """[n_obs] 1.0 on the observation columns whose noise the sensor-noise `key` (a config.SENSOR_NOISE_KEYS
+        value) sets, 0.0 elsewhere."""
+        return torch.cat(
+            [
+                torch.full((it.size,), float(SENSOR_NOISE_KEYS.get(it.name) == key))
+                for it in self.contract.observation.layout
+            ]
+        ).to(self.device)
+
     def noise_std(self, keys: Iterable[str]) -> torch.Tensor:
         """[n_obs] std of each observation column's sensor noise: task.randomize's value for the columns of the
         sensor-noise `keys` (config.SENSOR_NOISE_KEYS' values), zero elsewhere."""
-        keys, rz = set(keys), self.cfg.task.randomize
-        std = []
-        for item in self.contract.observation.layout:
-            key = SENSOR_NOISE_KEYS.get(item.name)
-            std.append(torch.full((item.size,), getattr(rz, key) if key in keys else 0.0))
-        return torch.cat(std).to(self.device)
+        rz = self.cfg.task.randomize
+        std = torch.zeros(self.contract.n_obs, device=self.device)
+        for key in set(keys):
+            std += self.sensor_columns(key) * getattr(rz, key)
+        return std
 
     def sensor_noise(
         self, obs: torch.Tensor, generator: torch.Generator | None = None, std: torch.Tensor | None = None
