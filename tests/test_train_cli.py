@@ -148,6 +148,24 @@ def test_learning_rate_decays_on_iterations_and_a_wall_clock_schedule_is_refused
     )
 
 
+def test_a_training_process_runs_torch_on_one_thread(tmp_path, capsys):
+    # one core per process: two trainings side by side with torch's default threads ran 6x slower per iteration
+    preset = yaml.safe_load((REPO / "config" / "train" / "tiny.yaml").read_text())
+    # no evaluation and no export (the guard stops it): loading a TorchScript policy sets the threads as well
+    preset["eval"] = {"every": 0}
+    preset["shac"].update(max_grad_norm=1e-12, max_consecutive_skips=1)
+    path = tmp_path / "noeval.yaml"
+    path.write_text(yaml.safe_dump(preset))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        p = main_in_process(capsys, "--preset", path, "--algo", "shac", "--budget", "1it", "--out", tmp_path / "r")
+        assert p.returncode == 3, p.stderr[-2000:]
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_guard_stops_the_run_with_a_checkpoint_of_untouched_weights(tmp_path, capsys):
     preset = yaml.safe_load((REPO / "config" / "train" / "tiny.yaml").read_text())
     preset["shac"].update(max_grad_norm=1e-12, max_consecutive_skips=2)  # every update is "too large"
