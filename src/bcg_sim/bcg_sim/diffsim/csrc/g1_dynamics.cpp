@@ -1,7 +1,8 @@
 // bcg_sim native backend: N G1 worlds, one control step of S substeps, forward and exact reverse mode.
 //
-// Dynamics: Pinocchio's articulated-body algorithm (O(n) tree recursion, no dense mass matrix) and its
-// analytic derivatives (computeABADerivatives). Around it, written here with their hand-derived adjoints:
+// Dynamics: Pinocchio's articulated-body algorithm (O(n) tree recursion, no dense mass matrix); in reverse mode
+// the analytic derivatives of its inverse (computeRNEADerivatives) and M^-1 (computeMinverse). Around it,
+// written here with their hand-derived adjoints:
 //   * penalty sphere-vs-ground contact, the same law as bcg_sim.diffsim.kernels (Kelvin-Voigt normal force,
 //     regularised Coulomb friction, force at the sphere's lowest point); its damping optionally implicit (a point
 //     mass dt c per sphere), and optionally the normal spring with it (implicit_spring: backward Euler in contact);
@@ -16,10 +17,10 @@
 
 #include "pinocchio/multibody.hpp"
 #include "pinocchio/algorithm/aba.hpp"
-#include "pinocchio/algorithm/aba-derivatives.hpp"
 #include "pinocchio/algorithm/jacobian.hpp"
 #include "pinocchio/algorithm/joint-configuration.hpp"
 #include "pinocchio/algorithm/kinematics.hpp"
+#include "pinocchio/algorithm/rnea-derivatives.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -636,14 +637,16 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
 
   double e = normal_excess(p);
   kinematics(w, q, v);
-  if (e > 0.0) {  // the normal multipliers, found by contact_tau_jac at the substep's a = (vn - v) / dt
-    w.a0 = (vn - v) / p.dt;
-    ++w.stamp;  // w.Aw: none computed yet (accel_chain)
-  }
+  w.a0 = (vn - v) / p.dt;  // the substep's acceleration
+  if (e > 0.0) ++w.stamp;  // the normal multipliers (contact_tau_jac) need w.Aw at a0: none computed yet
   pd(s, w, q, v, target);
   contact_tau_jac(s, w, v, w.tau);  // adds the contact force (and the normal multipliers) to w.tau
   w.model.armature = p.armature + w.aug;
-  computeABADerivatives(w.model, w.dd, q, v, w.tau);
+  // a = M^-1 (tau - b(q, v)) at fixed tau: da/dq = -M^-1 dRNEA/dq (at a), the same for v. RNEA's derivatives
+  // and M^-1 cost two thirds of computeABADerivatives, which also forms the two dense products M^-1 dRNEA/d(q, v)
+  // of which the adjoint needs only (M^-1 ga)^T dRNEA/d(q, v).
+  computeRNEADerivatives(w.model, w.dd, q, v, w.a0);
+  computeMinverse(w.model, w.dd, q);
   w.Minv = w.dd.Minv;
   w.Minv.triangularView<Eigen::StrictlyLower>() = w.Minv.transpose();
   int nc = (int)w.act.size();
@@ -674,9 +677,9 @@ void substep_backward(const Sim& s, Work& w, const VectorXd& q, const VectorXd& 
       for (int d : s.chain[p.sph_joint[w.act[i]]].dof) w.ga[d] -= e * w.Jn(i, d) * w.rhs[i];
   }
   w.lam.noalias() = w.Minv * w.ga;
-  gq.noalias() += w.dd.ddq_dq.transpose() * w.ga;
+  gq.noalias() -= w.dd.dtau_dq.transpose() * w.lam;  // = (da/dq)^T ga
   gq.noalias() += w.dTc_q.transpose() * w.lam;
-  gv.noalias() += w.dd.ddq_dv.transpose() * w.ga;  // v -> a at fixed tau (gv keeps the v -> vn identity)
+  gv.noalias() -= w.dd.dtau_dv.transpose() * w.lam;  // v -> a at fixed tau (gv keeps the v -> vn identity)
   gv.noalias() += w.dTc_v.transpose() * w.lam;
   for (int j = 0; j < nj; ++j) {
     gq[6 + j] += w.dtau_q[j] * w.lam[6 + j];
