@@ -15,8 +15,8 @@ layout, `new_rollout()`, `default_state()`, `m`), so `G1DiffEnv`, BCG and the to
 Body poses and twists (`StepOutput.body_q`, `body_qd`) of the last state come out of the same C++ step, with
 their adjoint (body quaternions in the root's hemisphere, so they change continuously).
 
-The shared library is compiled from `csrc/g1_dynamics.cpp` on first use (about 1-2 min; cached by source hash
-under $BCG_NATIVE_CACHE, default ~/.cache/bcg_native; `python -m bcg_sim.warmup` does it at setup).
+The shared library is compiled from `csrc/g1_dynamics.cpp` on first use (about 2-3 min; cached by source, flags
+and CPU under $BCG_NATIVE_CACHE, default ~/.cache/bcg_native; `python -m bcg_sim.warmup` does it at setup).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import ctypes
 import dataclasses as dc
 import hashlib
 import os
+import platform
 import subprocess
 import sys
 import threading
@@ -46,7 +47,11 @@ _SOURCE = Path(__file__).with_name("csrc") / "g1_dynamics.cpp"
 # Pinocchio's own interface definitions (its CMake package exports them): boost::variant must hold all
 # of its joint types.
 _DEFINES = ["BOOST_MPL_LIMIT_LIST_SIZE=30", "BOOST_MPL_LIMIT_VECTOR_SIZE=30", "BOOST_MPL_CFG_NO_PREPROCESSED_HEADERS",
-            "BOOST_FUSION_INVOKE_MAX_ARITY=12", "PINOCCHIO_ENABLE_TEMPLATE_INSTANTIATION", "NDEBUG"]
+            "BOOST_FUSION_INVOKE_MAX_ARITY=12", "NDEBUG"]
+# Pinocchio's algorithms are compiled into the library (no PINOCCHIO_ENABLE_TEMPLATE_INSTANTIATION: the wheel's
+# instantiations are built for a generic x86-64) for this machine's vector units: the reverse step ran 1.35x
+# faster (docs/results/bench.md). The library is built where it runs, so the cache key names the CPU.
+_FLAGS = ["-O3", "-march=native", "-std=c++17", "-fPIC", "-shared"]
 _EIGEN_INCLUDE = Path("/usr/include/eigen3")  # Debian/Ubuntu libeigen3-dev (scripts/setup.sh installs it)
 _lib_lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
@@ -74,8 +79,20 @@ def _cache_dir() -> Path:
 def library_path() -> Path:
     """Where the compiled library for the current source and Pinocchio lives (built or not)."""
     prefix = _pinocchio_prefix()
-    key = hashlib.sha256(_SOURCE.read_bytes() + str(prefix).encode() + " ".join(_DEFINES).encode()).hexdigest()
+    build = " ".join([str(prefix), *_DEFINES, *_FLAGS, _cpu_id()])
+    key = hashlib.sha256(_SOURCE.read_bytes() + build.encode()).hexdigest()
     return _cache_dir() / f"g1dyn-{key[:16]}.so"
+
+
+def _cpu_id() -> str:
+    """The CPU model and instruction-set flags (-march=native code runs only on such a CPU)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    first = (line.split(":", 1) for line in text.split("\n\n")[0].splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in first}
+    return " ".join(fields.get(k, "") for k in ("model name", "flags", "Features", "CPU part"))
 
 
 def build_library(verbose: bool = True) -> Path:
@@ -88,11 +105,11 @@ def build_library(verbose: bool = True) -> Path:
         raise NativeBuildError(f"Eigen headers not found in {_EIGEN_INCLUDE}: apt-get install libeigen3-dev")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".{os.getpid()}.tmp")
-    cmd = ["g++", "-O2", "-std=c++17", "-fPIC", "-shared", *[f"-D{d}" for d in _DEFINES],
+    cmd = ["g++", *_FLAGS, *[f"-D{d}" for d in _DEFINES],
            f"-I{prefix / 'include'}", f"-I{_EIGEN_INCLUDE}", str(_SOURCE), f"-L{prefix / 'lib'}",
            "-lpinocchio_default", f"-Wl,-rpath,{prefix / 'lib'}", "-pthread", "-o", str(tmp)]
     if verbose:
-        print(f"bcg_sim: compiling the native G1 dynamics (once, ~1-2 min) -> {out}", file=sys.stderr, flush=True)
+        print(f"bcg_sim: compiling the native G1 dynamics (once, ~2-3 min) -> {out}", file=sys.stderr, flush=True)
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         raise NativeBuildError(f"compiling {_SOURCE.name} failed:\n{res.stderr[-4000:]}")
