@@ -385,3 +385,53 @@ def test_recover_a_cut_sqlite_bag_without_metadata(tmp_path):
     ticks = _ticks(bag)
     assert ticks == list(range(len(ticks))) and n // 3 < len(ticks) < n, len(ticks)
     assert (bag / "recover_originals" / db.name).is_file()
+
+
+def _still_robot_bag(path, seconds, q_std, dq_std, gyro_std, seed=0):
+    """A /lowstate bag of a robot swaying slowly (0.5 Hz, 0.05 rad) at 500 Hz with white sensor noise of these
+    stds, and two glitches (a 10-sample bump on one encoder, a spike on the gyro)."""
+    from rclpy.serialization import serialize_message
+
+    from bcg_policy_node.bags import BagWriter
+
+    rng = np.random.default_rng(seed)
+    n = int(seconds * 500)
+    t = np.arange(n)[:, None] * 0.002
+    phase = rng.uniform(0, 2 * np.pi, 29)
+    q = 0.05 * np.sin(np.pi * t + phase) + rng.normal(0, q_std, (n, 29))
+    dq = 0.05 * np.pi * np.cos(np.pi * t + phase) + rng.normal(0, dq_std, (n, 29))
+    gyro = 0.02 * np.sin(np.pi * t + phase[:3]) + rng.normal(0, gyro_std, (n, 3))
+    q[500:510, 3] += 0.2
+    gyro[700, 1] += 3.0
+    w = BagWriter(path)
+    w.add_topic("/lowstate", "unitree_hg/msg/LowState")
+    for i in range(n):
+        msg = ll.make_lowstate(q[i], dq[i], [1, 0, 0, 0], gyro[i], mode_machine=5, tick=i)
+        w.write("/lowstate", 2_000_000 * i, serialize_message(msg))
+    w.close()
+
+
+def test_sensor_noise_levels_from_a_still_robots_lowstate(tmp_path, capsys):
+    from bcg_policy_node.replay import main as replay_main
+    from bcg_policy_node.sensor_noise import estimate
+
+    bag = tmp_path / "still"
+    _still_robot_bag(bag, 6.0, q_std=0.003, dq_std=0.08, gyro_std=0.01)
+    r = estimate(bag)
+    assert r.messages == 3000 and r.seconds == pytest.approx(5.998)
+    # the sway and the glitches do not count: each level within 6 % of the std the bag was made with
+    assert r.levels() == pytest.approx((0.003, 0.08, 0.01), rel=0.06)
+    assert np.all(np.abs(r.joint_pos / 0.003 - 1) < 0.15) and np.all(np.abs(r.gyro / 0.01 - 1) < 0.15)
+    assert estimate(bag, start_s=2.0).messages == 2000
+    capsys.readouterr()
+    assert replay_main([str(bag), "--sensor-noise", "--end", "4"]) == 0
+    out = capsys.readouterr().out
+    q, dq, g = (float(x) for x in out.split("--noise")[1].split())
+    assert (q, dq, g) == pytest.approx((0.003, 0.08, 0.01), rel=0.1)
+    assert "2001 /lowstate messages over 4.0 s (500 Hz)" in out
+
+    # too short a span, or an empty one: one line, exit 2
+    for args in (("--start", "5.9"), ("--start", "3", "--end", "2")):
+        assert replay_main([str(bag), "--sensor-noise", *args]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("bcg-replay: error:"), err

@@ -11,6 +11,10 @@
         recorded /lowcmd. Prints max/mean |target difference| [rad] and the largest relative kp/kd
         difference; exit status 1 when the max exceeds --tolerance or the gains are not the artifact's.
 
+    bcg-replay BAG --sensor-noise [--start S] [--end S]
+        the noise of the encoders, joint velocities and gyroscope, from the /lowstate of a robot standing still
+        (between S and S seconds of the bag): the levels `bcg-eval --noise` takes (bcg_policy_node.sensor_noise).
+
     bcg-replay BAG --recover
         rebuild a bag whose recorder was killed or whose files were cut: keeps every complete message of
         its MCAP files, rewrites the damaged ones (originals kept in BAG/recover_originals/), writes a new
@@ -270,6 +274,13 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--recover", action="store_true", help="rebuild the bag from what its (killed, truncated) MCAP files still hold"
     )
+    ap.add_argument(
+        "--sensor-noise",
+        action="store_true",
+        help="estimate encoder, joint-velocity and gyro noise from a still robot's /lowstate (bcg-eval --noise levels)",
+    )
+    ap.add_argument("--start", type=float, default=0.0, help="--sensor-noise: from S s after the first message")
+    ap.add_argument("--end", type=float, default=None, help="--sensor-noise: to S s after the first message")
     return ap
 
 
@@ -284,6 +295,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"bcg-replay: recovered {args.bag}: {r.files} file(s), {r.repaired} rewritten, "
                 f"{r.bytes_lost} bytes of incomplete records dropped; messages {r.messages}"
             )
+            return 0
+        if args.sensor_noise:
+            from bcg_policy_node import sensor_noise
+
+            print(sensor_noise.report(sensor_noise.estimate(args.bag, args.start, args.end)))
             return 0
         if args.check_policy:
             r = check_policy(args.bag, args.check_policy, args.runtime)
