@@ -49,7 +49,7 @@ _SOURCE = Path(__file__).with_name("csrc") / "g1_dynamics.cpp"
 _DEFINES = ["BOOST_MPL_LIMIT_LIST_SIZE=30", "BOOST_MPL_LIMIT_VECTOR_SIZE=30", "BOOST_MPL_CFG_NO_PREPROCESSED_HEADERS",
             "BOOST_FUSION_INVOKE_MAX_ARITY=12", "NDEBUG"]
 # Pinocchio's algorithms are compiled into the library (no PINOCCHIO_ENABLE_TEMPLATE_INSTANTIATION: the wheel's
-# instantiations are built for a generic x86-64) for this machine's vector units: the reverse step ran 1.35x
+# instantiations are built for a generic x86-64) for this machine's vector units: the reverse step ran 1.3-1.4x
 # faster (docs/results/bench.md). The library is built where it runs, so the cache key names the CPU.
 _FLAGS = ["-O3", "-march=native", "-std=c++17", "-fPIC", "-shared"]
 _EIGEN_INCLUDE = Path("/usr/include/eigen3")  # Debian/Ubuntu libeigen3-dev (scripts/setup.sh installs it)
@@ -96,7 +96,7 @@ def _cpu_id() -> str:
 
 
 def build_library(verbose: bool = True) -> Path:
-    """Compile csrc/g1_dynamics.cpp against the installed Pinocchio (once per source hash)."""
+    """Compile csrc/g1_dynamics.cpp against the installed Pinocchio (once per source, flags and CPU)."""
     out = library_path()
     if out.exists():
         return out
