@@ -66,3 +66,38 @@ def test_dataclass_defaults_are_the_yaml_files():
     # the bcg-train command lines are the YAML's alone (validate() refuses them empty)
     exp = load_config(ExperimentConfig, "eval.yaml", "experiment")
     assert ExperimentConfig() == replace(exp, train_command=[], resume_command=[])
+
+
+def _train_presets() -> list[str]:
+    from bcg_sim.config import config_dir
+
+    return sorted(p.stem for p in (config_dir() / "train").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", _train_presets())
+def test_every_training_preset_loads(name):
+    """A preset's typo or an out-of-range value shows here, not an hour into someone's training."""
+    from bcg_train.config import load_train_config
+
+    load_train_config(name)
+
+
+def test_a_preset_builds_on_its_base(tmp_path):
+    from bcg_train.config import load_train_config
+
+    cpu = load_train_config("cpu")
+    p = tmp_path / "mine.yaml"
+    p.write_text("base: cpu\nbudget: 7it\ntask:\n  root_estimate: odometry\n")
+    mine = load_train_config(str(p))
+    assert (mine.budget, mine.task.root_estimate) == ("7it", "odometry")  # its own keys win
+    assert mine.task.randomize == cpu.task.randomize and mine.num_envs == cpu.num_envs  # the rest is the base's
+    assert cpu.task.root_estimate != "odometry"  # (else the first assert would not show the override)
+
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(f"base: {b}\n")
+    b.write_text(f"base: {a}\n")
+    with pytest.raises(ConfigError, match="loop"):
+        load_train_config(str(a))
+    p.write_text("base: no_such_preset\n")
+    with pytest.raises(ConfigError, match="no_such_preset"):
+        load_train_config(str(p))

@@ -1,6 +1,7 @@
 """Typed training configuration: config/train/default.yaml, overridden by a preset config/train/NAME.yaml.
 
-A preset holds any subset of default.yaml's keys (nested sections merge key by key); unknown keys and wrong
+A preset holds any subset of default.yaml's keys (nested sections merge key by key), and may build on another
+preset (`base: cpu`: that preset's keys first, its own over them); unknown keys and wrong
 types are `ConfigError`s naming the file and key (bcg_sim.config.from_dict). `parse_budget` reads the
 `budget` string: "200it" (iterations), "2M" / "500k" / "4096" (env samples), "30min" / "90s" / "1h" (wall clock).
 """
@@ -481,13 +482,29 @@ def load_train_config(preset: str | None = None, overrides: dict[str, Any] | Non
     where = base_path.name
     if preset is not None and preset != "default":
         path = preset_path(preset)
-        over = load_yaml(path)
+        over = _preset_keys(path)
         from_dict(TrainConfig, _merge(_defaults_dict(), over), where=path.name)  # names the preset's bad key
         data = _merge(data, over)
         where = path.name
     if overrides:
         data = _merge(data, overrides)
     return from_dict(TrainConfig, data, where=where).validate(where)
+
+
+def _preset_keys(path: Path, chain: tuple[Path, ...] = ()) -> dict:
+    """A preset's keys over those of the preset its `base:` names (and so on down the chain), so that a preset
+    for one clip states only what it changes from the one it builds on."""
+    over = load_yaml(path)
+    base = over.pop("base", None)
+    if base is None:
+        return over
+    if not isinstance(base, str):
+        raise ConfigError(f"{path.name}: base: must be a preset name, got {base!r}")
+    chain = (*chain, path.resolve())
+    under = preset_path(base)
+    if under.resolve() in chain:
+        raise ConfigError(f"{path.name}: base: {base!r} leads back to {under.name} (a loop)")
+    return _merge(_preset_keys(under, chain), over)
 
 
 def _defaults_dict() -> dict:
