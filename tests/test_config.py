@@ -98,6 +98,10 @@ def test_a_preset_builds_on_its_base(tmp_path):
     b.write_text(f"base: {a}\n")
     with pytest.raises(ConfigError, match="loop"):
         load_train_config(str(a))
+    b.write_text("num_envz: 4\n")  # a typo in the base is named with the base's file, not the preset's
+    a.write_text(f"base: {b}\n")
+    with pytest.raises(ConfigError, match=r"b\.yaml.*num_envz"):
+        load_train_config(str(a))
     p.write_text("base: no_such_preset\n")
     with pytest.raises(ConfigError, match="no_such_preset"):
         load_train_config(str(p))

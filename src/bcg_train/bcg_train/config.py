@@ -483,7 +483,6 @@ def load_train_config(preset: str | None = None, overrides: dict[str, Any] | Non
     if preset is not None and preset != "default":
         path = preset_path(preset)
         over = _preset_keys(path)
-        from_dict(TrainConfig, _merge(_defaults_dict(), over), where=path.name)  # names the preset's bad key
         data = _merge(data, over)
         where = path.name
     if overrides:
@@ -496,6 +495,7 @@ def _preset_keys(path: Path, chain: tuple[Path, ...] = ()) -> dict:
     for one clip states only what it changes from the one it builds on."""
     over = load_yaml(path)
     base = over.pop("base", None)
+    from_dict(TrainConfig, _merge(_defaults_dict(), over), where=path.name)  # a bad key is named with its own file
     if base is None:
         return over
     if not isinstance(base, str):
