@@ -144,6 +144,14 @@ def test_mujoco_validation_during_training_picks_policy_best(tmp_path):
     summary = json.load(open(tmp_path / "run" / "summary.json"))
     assert summary["best_eval"][2] == int(best["iteration"])
     assert summary["best_eval"][1] == pytest.approx(float(best["mj_e_track_cm"]))
+    # with two processes rank 1 runs MuJoCo while rank 0 runs bcg_sim: before the first update (the same weights
+    # and normalizer as the one-process run) both rows are the same, so rank 1's figures reached rank 0's row
+    p = bcg_train("--preset", str(path), "--algo", "shac", "--procs", "2", "--budget", "2it", "--out", tmp_path / "dp")
+    assert p.returncode == 0, p.stderr[-3000:]
+    first = next(csv.DictReader(open(tmp_path / "dp" / "eval.csv")))
+    assert int(first["iteration"]) == 0 and int(first["mj_worlds"]) == 2
+    for k in ("e_track_cm", "mj_e_track_cm", "mj_falls", "mj_survival_s"):
+        assert float(first[k]) == pytest.approx(float(rows[0][k]), rel=1e-6), k
     with pytest.raises(ConfigError, match=r"eval\.best_by"):
         load_train_config("tiny", {"eval": {"best_by": "mujoco"}})
     with pytest.raises(ConfigError, match=r"eval\.mujoco_runs"):

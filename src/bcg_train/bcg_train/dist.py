@@ -79,6 +79,16 @@ class Comm:
             for t in list(m.parameters()) + list(m.buffers()):
                 tdist.broadcast(t.data, 0)
 
+    def share(self, values: dict[str, float] | None, keys: tuple[str, ...], src: int) -> dict[str, float]:
+        """Rank `src`'s `values` (floats under `keys`; None elsewhere) on every rank."""
+        if not self.active:
+            return values
+        t = torch.zeros(len(keys), dtype=torch.float64)
+        if self.rank == src:
+            t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64)
+        tdist.broadcast(t, src)
+        return dict(zip(keys, t.tolist()))
+
     def barrier(self) -> None:
         if self.active:
             tdist.barrier()

@@ -47,6 +47,7 @@ EXIT_BAD_INPUT = 2
 EXIT_GUARD_STOP = 3
 CONFIG_FILE, CONTRACT_FILE, REFERENCE_FILE = "config.yaml", "contract.yaml", "reference.npz"
 SUMMARY_FILE = "summary.json"
+EVAL_KEYS = ("e_track_cm", "falls", "survival_s", "worlds")  # one evaluation's figures (eval.csv, per simulator)
 BEST_POLICY_DIR = "policy_best"  # the policy of the best evaluation (fewest falls, then lowest E_track)
 # contract keys that training itself fills in (normalization, files) and so may differ between runs
 _CONTRACT_TRAINED_KEYS = ("files", "description", "reference")
@@ -249,24 +250,28 @@ class Trainer:
 
     # --- evaluation ---
     def evaluate(self) -> dict | None:
-        """Score the current policy (TrainEvalConfig) and log it (eval.csv and a line). Rank 0 exports the policy to a
-        temporary folder and runs it through the node's PolicyRunner in bcg_sim (bcg_train.eval.diffsim_eval)
-        -- the artifact a user gets, not the training loop's tensors; the other ranks wait. The headline
-        (e_track_cm, falls, survival_s) is bcg-eval's protocol over the whole clip; win_* are the windows. A
-        new best headline (fewest falls, then lowest E_track; eval.best_by: bcg_sim's or, with eval.mujoco_runs,
-        MuJoCo's) is exported to policy_best/. Returns the row
-        (rank 0) or None."""
-        e = self.cfg.eval
-        row = None
-        if self.comm.is_main:
-            from bcg_sim.policy import load_policy
-            from bcg_train.eval.config import load_eval_config
-            from bcg_train.eval.diffsim_eval import clip_tracking, window_tracking
+        """Score the current policy (TrainEvalConfig) and log it (eval.csv and a line). The policy is exported to a
+        temporary folder and run through the node's PolicyRunner -- the artifact a user gets, not the training
+        loop's tensors: rank 0 in bcg_sim (bcg_train.eval.diffsim_eval), the MuJoCo validation (eval.mujoco_runs)
+        on rank 1 at the same time when there is one (it would otherwise wait), else after it on rank 0. The
+        headline (e_track_cm, falls, survival_s) is bcg-eval's protocol over the whole clip; win_* are the
+        windows. A new best headline (fewest falls, then lowest E_track; eval.best_by: bcg_sim's or, with
+        eval.mujoco_runs, MuJoCo's) is exported to policy_best/. Returns the row (rank 0) or None."""
+        from bcg_sim.policy import load_policy
+        from bcg_train.eval.config import load_eval_config
 
-            eval_cfg = load_eval_config()
-            with tempfile.TemporaryDirectory(prefix="bcg-eval-") as tmp:
+        e = self.cfg.eval
+        mj_rank = min(1, self.comm.world_size - 1)
+        runs_mujoco = e.mujoco_runs > 0 and self.comm.rank == mj_rank
+        row = None
+        with tempfile.TemporaryDirectory(prefix="bcg-eval-") as tmp:
+            if self.comm.is_main or runs_mujoco:
                 exported = self.export(Path(tmp) / "policy")
                 policy = load_policy(exported)
+                eval_cfg = load_eval_config()
+            if self.comm.is_main:
+                from bcg_train.eval.diffsim_eval import clip_tracking, window_tracking
+
                 clip = clip_tracking(policy, eval_cfg, e.clip_runs, e.clip_seconds, self.cfg.kappa)
                 last = max(0.0, policy.reference.duration - e.seconds)
                 starts = [float(t) for t in np.linspace(0.0, last, e.starts)]
@@ -275,10 +280,12 @@ class Trainer:
                     "iteration": self.iteration,
                     "samples": self.samples,
                     "wall_s": round(self.elapsed, 3),
-                    **{k: clip[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")},
-                    **{f"win_{k}": win[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")},
+                    **{k: clip[k] for k in EVAL_KEYS},
+                    **{f"win_{k}": win[k] for k in EVAL_KEYS},
                 }
-                if e.mujoco_runs > 0:  # the judge's simulator as validation (seeds apart from bcg-eval's)
+            if e.mujoco_runs > 0:  # the judge's simulator as validation (seeds apart from bcg-eval's)
+                mj = None
+                if runs_mujoco:
                     from bcg_train.eval.evaluate import mujoco_tracking
                     from bcg_train.eval.mujoco_eval import clip_seconds
 
@@ -286,13 +293,17 @@ class Trainer:
                     mj = mujoco_tracking(
                         policy, eval_cfg, e.mujoco_runs, e.mujoco_base_seed, seconds, tuple(e.mujoco_noise)
                     )
-                    row.update({f"mj_{k}": mj[k] for k in ("e_track_cm", "falls", "survival_s", "worlds")})
+                mj = self.comm.share(mj, EVAL_KEYS, src=mj_rank)
+                mj["worlds"] = int(mj["worlds"])
+                if row is not None:
+                    row.update({f"mj_{k}": mj[k] for k in EVAL_KEYS})
+            if self.comm.is_main:
                 head = "mj_" if e.best_by == "mujoco" else ""
                 key = (row[f"{head}falls"], row[f"{head}e_track_cm"])
                 if self.best_eval is None or key < tuple(self.best_eval[:2]):
                     self.best_eval = [*key, self.iteration]
                     shutil.copytree(exported, self.out / BEST_POLICY_DIR, dirs_exist_ok=True)  # the artifact scored
-            self.log.evaluation(row, self.elapsed, self.iteration, self.samples, e.seconds)
+                self.log.evaluation(row, self.elapsed, self.iteration, self.samples, e.seconds)
         self.last_eval = self.iteration
         self.comm.barrier()
         return row
