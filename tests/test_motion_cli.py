@@ -39,6 +39,25 @@ def test_info(cache: Path) -> None:
         assert key in r.stdout
 
 
+def _odometry_cm(stdout: str) -> tuple[float, float]:
+    line = next(x for x in stdout.splitlines() if x.startswith("leg odometry off pelvis"))
+    mean, end = line.split()[4], line.split()[6]
+    return float(mean), float(end)
+
+
+def test_info_windows_the_clip_and_measures_leg_odometry_on_it(cache: Path) -> None:
+    r = _cli("info", "dance", "--start", "1", "--end", "3", cache=cache)
+    assert r.returncode == 0, r.stderr
+    assert "duration                 2.000 s" in r.stdout
+    # the built-in dance plants its soles: odometry on its frames stays on its pelvis; the jump's flights do not
+    assert _odometry_cm(r.stdout)[0] < 1.0
+    r = _cli("info", "jump", cache=cache)
+    assert r.returncode == 0, r.stderr
+    assert min(_odometry_cm(r.stdout)) > 30.0
+    r = _cli("info", "jump", "--start", "20", cache=cache)
+    assert r.returncode == 2 and "outside the clip" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_convert_and_info_on_the_result(cache: Path, tmp_path: Path) -> None:
     out = tmp_path / "run30.pkl"
     r = _cli("convert", "run", str(out), "--fps", "30", cache=cache)

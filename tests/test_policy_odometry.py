@@ -10,7 +10,7 @@ import pytest
 
 import bcg_sim.motion
 from bcg_sim.policy import load_policy
-from bcg_sim.policy.odometry import LegOdometry
+from bcg_sim.policy.odometry import LegOdometry, clip_error
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,6 +28,16 @@ def test_odometry_follows_a_clip_whose_feet_do_not_slip(clip):
     assert path > 1.0
     assert err.max() < 0.01, err.max()
     np.testing.assert_allclose(est[:, 2], m.root_pos_w[1:, 2], atol=0.01)  # height above the lowest sole
+
+
+def test_clip_error_is_zero_on_planted_soles_and_the_slide_on_a_clip_that_skates():
+    m = bcg_sim.motion.load("dance", fps=50)
+    assert clip_error(m.joint_pos, m.root_quat_w, m.root_pos_w).max() < 0.01
+    # the same frames dragged sideways at 0.2 m/s, soles and all: the joints say nothing of it
+    skate = m.root_pos_w.copy()
+    skate[:, 1] += 0.2 * m.times
+    err = clip_error(m.joint_pos, m.root_quat_w, skate)
+    np.testing.assert_allclose(err, 0.2 * m.times, atol=0.01)
 
 
 def test_odometry_in_mujoco_from_measured_joints_only():

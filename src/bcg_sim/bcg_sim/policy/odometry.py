@@ -87,3 +87,14 @@ class LegOdometry:
         self._anchor = w * self._anchor + (1 - w) * (xy[..., None, :] + rel[..., :2])
         self.position_w = self._position(xy, rel)
         return self.position_w.copy()
+
+
+def clip_error(joint_pos: np.ndarray, base_quat_w: np.ndarray, root_pos_w: np.ndarray) -> np.ndarray:
+    """[T] m: how far leg odometry run over a clip's own frames (joint angles [T, 29], pelvis orientation
+    [T, 4], started at the first frame's pelvis) is from the clip's pelvis [T, 3], horizontally. What an offset
+    observation built on it misses on a robot that moves exactly as the clip: near 0 where stance soles stay put,
+    decimetres to metres where the clip's soles slide or it flies (`bcg-motion info` prints it)."""
+    odo = LegOdometry()
+    odo.reset(joint_pos[0], base_quat_w[0], root_pos_w[0, :2])
+    est = [odo.position_w] + [odo.update(joint_pos[t], base_quat_w[t]) for t in range(1, len(joint_pos))]
+    return np.linalg.norm(np.stack(est)[:, :2] - root_pos_w[:, :2], axis=-1)
