@@ -25,6 +25,7 @@ import numpy as np
 from bcg_sim.motion import formats, kinematics, library, ops, render
 from bcg_sim.motion.config import motions_config
 from bcg_sim.motion.motion import Motion
+from bcg_sim.policy.odometry import clip_error
 
 
 def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
@@ -116,8 +117,6 @@ def _info(args: argparse.Namespace) -> int:
 
 def summary(m: Motion) -> dict[str, str]:
     """Human-readable facts about a completed clip (used by `info`)."""
-    from bcg_sim.policy.odometry import clip_error
-
     q = m.qpos()
     odometry = clip_error(q[:, 7:], q[:, 3:7], q[:, :3])
     speed = np.linalg.norm(m.root_lin_vel_w[:, :2], axis=1)  # horizontal pelvis speed
