@@ -117,8 +117,7 @@ def _info(args: argparse.Namespace) -> int:
 
 def summary(m: Motion) -> dict[str, str]:
     """Human-readable facts about a completed clip (used by `info`)."""
-    q = m.qpos()
-    odometry = clip_error(q[:, 7:], q[:, 3:7], q[:, :3])
+    odometry = clip_error(m.joint_pos, m.root_quat_w, m.root_pos_w)
     speed = np.linalg.norm(m.root_lin_vel_w[:, :2], axis=1)  # horizontal pelvis speed
     c = m.foot_contact
     flight = ~c.any(axis=1)
