@@ -3,7 +3,10 @@
 One `step` per control period (contract.control_dt): observation from the shared builder
 (`bcg_sim.policy.build_observation`), action from `Policy.act`, joint targets
 q = default + scale * action clipped to the joint table's range. A policy that observes its offset from the clip
-(ref_root_offset_xy) gets the pelvis position from the runner's `LegOdometry` (encoders + IMU orientation).
+(ref_root_offset_xy) gets the pelvis position from the runner's `LegOdometry` (encoders + IMU orientation), or,
+where its contract's observation.root_source is "pose", from `PoseFusion`: a pose source off the soles (lidar
+odometry, fed with `observe_pose`) carried by leg odometry between its poses; a pose source silent for longer
+than `pose_timeout_s` is a fault.
 
 `PolicyRunner` runs one robot (the node, bcg-eval in MuJoCo): any non-finite value or policy exception raises
 PolicyFault with a cause for the log; the node then damps. `BatchPolicyRunner` runs N simulated worlds in one
@@ -20,7 +23,9 @@ import numpy as np
 
 from bcg_policy_node.safety import check_finite
 from bcg_sim.policy import Policy, RobotState, build_observation
+from bcg_sim.policy.contract import ROOT_SOURCES
 from bcg_sim.policy.odometry import LegOdometry
+from bcg_sim.policy.pose import PoseFusion
 from bcg_sim.policy.reference import ReferenceTrack, batch_window
 
 
@@ -29,9 +34,17 @@ class PolicyFault(RuntimeError):
 
 
 class BatchPolicyRunner:
-    def __init__(self, policy: Policy, references: Sequence[ReferenceTrack]):
+    def __init__(
+        self,
+        policy: Policy,
+        references: Sequence[ReferenceTrack],
+        pose_timeout_s: float = float("inf"),
+        root_source: str | None = None,
+    ):
         """`references`: one copy of the clip per world (copy.copy of policy.reference: its yaw/position
-        alignment is per world)."""
+        alignment is per world). `pose_timeout_s`: with a pose source, the longest a run goes on without a new
+        pose (from the start, then from the last pose's measurement). `root_source`: one of ROOT_SOURCES in
+        place of the contract's (bcg-eval --root-source), None: the contract's."""
         self.policy = policy
         self.contract = policy.contract
         self.references = list(references)
@@ -42,7 +55,26 @@ class BatchPolicyRunner:
         self.times = np.zeros(n)  # [N] s, reference time of each world's next step
         self.last_actions = np.zeros((n, 29), dtype=np.float32)
         self.last_act_s = 0.0  # wall time of the last inference (all worlds)
-        self.odometry = LegOdometry() if "ref_root_offset_xy" in self._slices else None
+        self.root_source = self.contract.observation.root_source if root_source is None else root_source
+        if self.root_source not in ROOT_SOURCES:
+            raise ValueError(f"root_source must be one of {ROOT_SOURCES}, got {self.root_source!r}")
+        self.pose_timeout_s = pose_timeout_s
+        self.odometry: LegOdometry | PoseFusion | None = None
+        if "ref_root_offset_xy" in self._slices:
+            self.odometry = PoseFusion(self.dt) if self.root_source == "pose" else LegOdometry()
+        self._run_s = 0.0  # [s] since start
+
+    @property
+    def uses_pose(self) -> bool:
+        """Whether this runner's policy reads a pose source (observe_pose)."""
+        return isinstance(self.odometry, PoseFusion)
+
+    def observe_pose(self, xy: np.ndarray, yaw: np.ndarray, age_s: float) -> None:
+        """A pose from the pose source for the coming step: pelvis position xy [N, 2] m and heading [N] rad in the
+        source's own frame, measured age_s before the coming step's robot state."""
+        if not self.uses_pose:
+            raise RuntimeError("observe_pose: this policy does not read a pose source (contract root_source)")
+        self.odometry.correct(np.asarray(xy, float), np.asarray(yaw, float), age_s)
 
     def start(self, states, t0) -> None:
         """Begin each world's run at reference time t0 [N] s: zero last action, the world's clip yaw-aligned to
@@ -56,6 +88,7 @@ class BatchPolicyRunner:
                 [ref.sample(np.array([t]))["root_pos_w"][0, :2] for ref, t in zip(self.references, self.times)]
             )
             self.odometry.reset(states.joint_pos, states.base_quat_w, start_xy)
+        self._run_s = 0.0
 
     def step(self, states) -> tuple[np.ndarray, list[str | None]]:
         """Joint targets [N, 29] rad for robot `states` (arrays [N, ...]) and each world's fault (None: none).
@@ -63,12 +96,16 @@ class BatchPolicyRunner:
         n = len(self.references)
         window = batch_window(self.references, self.times, self.horizon, self.dt)
         pos = None if self.odometry is None else self.odometry.update(states.joint_pos, states.base_quat_w)
+        silent = min(self.odometry.pose_age_s, self._run_s) if self.uses_pose else 0.0
+        self._run_s += self.dt
         state = RobotState(states.joint_pos, states.joint_vel, states.base_quat_w, states.base_ang_vel_b, pos)
         phase = np.array([[ref.phase(float(t))] for ref, t in zip(self.references, self.times)])  # [N, 1]
         obs = build_observation(state, window, self.last_actions, phase, self.contract)
         causes: list[str | None] = [None] * n
+        if silent > self.pose_timeout_s:  # the estimate is leg odometry's alone: wrong where the soles slide
+            causes = [f"pose source silent for {silent:.2f} s (pose_timeout_s {self.pose_timeout_s:g})"] * n
         for i in np.flatnonzero(~np.isfinite(obs).all(axis=-1)):
-            causes[i] = check_finite("observation", obs[i], self._slices)
+            causes[i] = causes[i] or check_finite("observation", obs[i], self._slices)
         t0 = time.perf_counter()
         try:
             action = self.policy.act(obs)  # the rows are independent: a bad world does not spoil the others
@@ -89,10 +126,17 @@ class BatchPolicyRunner:
 class PolicyRunner(BatchPolicyRunner):
     """One robot: arrays without the world dimension, a fault raises PolicyFault."""
 
-    def __init__(self, policy: Policy, reference: ReferenceTrack | None = None):
+    def __init__(
+        self,
+        policy: Policy,
+        reference: ReferenceTrack | None = None,
+        pose_timeout_s: float = float("inf"),
+        root_source: str | None = None,
+    ):
         """`reference`: this runner's own copy of the clip (its yaw/position alignment is per runner); default
-        the policy's, shared with whoever reads policy.reference (one robot, one alignment)."""
-        super().__init__(policy, [policy.reference if reference is None else reference])
+        the policy's, shared with whoever reads policy.reference (one robot, one alignment). The rest as
+        BatchPolicyRunner's."""
+        super().__init__(policy, [policy.reference if reference is None else reference], pose_timeout_s, root_source)
 
     @property
     def reference(self) -> ReferenceTrack:
@@ -115,6 +159,10 @@ class PolicyRunner(BatchPolicyRunner):
         """Begin a run at reference time t0 [s] (default the clip's start): zero last action, clip yaw-aligned
         to the robot's heading and placed so that its pose at t0 is at the origin."""
         super().start(_one_world(state), [t0])
+
+    def observe_pose(self, xy: np.ndarray, yaw: float, age_s: float) -> None:
+        """A pose for the coming step: xy [2] m, heading rad, measured age_s before it (see BatchPolicyRunner)."""
+        super().observe_pose(np.asarray(xy, float)[None], np.asarray([yaw], float), age_s)
 
     def step(self, state) -> np.ndarray:
         """Joint targets [29] rad for robot `state` (a lowlevel.RobotState); advances reference time."""

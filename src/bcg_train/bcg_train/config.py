@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_type_hints
 
 from bcg_sim.config import ConfigError, checker, config_dir, from_dict, load_yaml
+from bcg_sim.policy.contract import ROOT_SOURCES, RootSource
 
 AlgoName = Literal["shac", "shac-bcg", "ppo"]  # bcg_train.algorithm.ALGORITHMS: the class of each
 RewardKind = Literal["add", "tracking"]  # bcg_train.rewards.REWARDS: the class of each
@@ -118,6 +119,10 @@ class TaskConfig:
     # simulated soles (bcg_sim.policy.odometry's rule) plus randomize.obs_root_drift's walk; "random_walk" = the
     # walk alone on the simulator's pelvis
     root_estimate: Literal["odometry", "random_walk"] = "odometry"
+    # where that position comes from on the robot, written into the contract (observation.root_source):
+    # "leg_odometry" alone, or "pose" = a pose source off the soles (lidar odometry) carried by leg odometry
+    # between its poses (bcg_sim.policy.pose); its error in training is root_estimate "random_walk"'s
+    root_source: RootSource = "leg_odometry"
     obs_norm_clip: float = 5.0
     obs_norm_epsilon: float = 1e-4
     termination: TerminationConfig = field(default_factory=TerminationConfig)
@@ -273,6 +278,17 @@ class TrainConfig:
             self.task.root_estimate in kinds,
             "task.root_estimate",
             f"must be one of {kinds}, got {self.task.root_estimate!r}",
+        )
+        need(
+            self.task.root_source in ROOT_SOURCES,
+            "task.root_source",
+            f"must be one of {ROOT_SOURCES}, got {self.task.root_source!r}",
+        )
+        need(
+            self.task.root_source == "leg_odometry" or self.task.root_estimate == "random_walk",
+            "task.root_source",
+            "pose: its error in training is root_estimate random_walk's (a pose source does not slide with the "
+            f"soles), got root_estimate {self.task.root_estimate!r}",
         )
         need(self.task.randomize.obs_root_drift >= 0, "task.randomize.obs_root_drift", "must be >= 0")
         need(self.num_envs >= 1, "num_envs", f"must be >= 1, got {self.num_envs}")

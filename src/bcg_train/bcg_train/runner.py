@@ -100,7 +100,9 @@ def load_motion(cfg: TrainConfig, control_hz: float):
 
 def contract_for(motion_name: str, cfg: TrainConfig) -> PolicyContract:
     extra = ("ref_root_offset_xy",) if cfg.task.observe_root_offset else ()
-    return default_contract(reference_name=motion_name, layout=STANDARD_LAYOUT + extra)
+    return default_contract(
+        reference_name=motion_name, layout=STANDARD_LAYOUT + extra, root_source=cfg.task.root_source
+    )
 
 
 def _contract_core(d: dict) -> dict:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import yaml
@@ -33,6 +33,10 @@ FORMAT = "bcg_policy"
 METADATA_VERSION = 1
 NUM_JOINTS = len(JOINTS_29)
 DEFAULTS_FILE = "policy_contract.yaml"  # in config/ (bcg_sim.config.config_dir)
+# Where the pelvis position behind ref_root_offset_xy comes from on the robot: leg odometry alone
+# (bcg_sim.policy.odometry) or a pose source (lidar odometry) carried by it between poses (bcg_sim.policy.pose)
+RootSource = Literal["leg_odometry", "pose"]
+ROOT_SOURCES = get_args(RootSource)
 
 
 class ArtifactError(ValueError):
@@ -59,6 +63,7 @@ class ObservationSpec:
     mean: list[float]  # [n_obs] normalization: (obs - mean) / std, then clipped to +-clip
     std: list[float]
     clip: float = 100.0
+    root_source: RootSource = "leg_odometry"  # one of ROOT_SOURCES; read only with ref_root_offset_xy in the layout
 
 
 @dataclass
@@ -234,6 +239,10 @@ class PolicyContract:
                     f"{where}: observation feature {s.name} has size {s.size}, the "
                     f"builder makes {size} (ref_horizon {o.ref_horizon})"
                 )
+        if o.root_source not in ROOT_SOURCES:
+            raise PolicyContractError(
+                f"{where}: observation.root_source must be one of {ROOT_SOURCES}, got {o.root_source!r}"
+            )
         n = self.n_obs
         if len(o.mean) != n or len(o.std) != n:
             raise PolicyContractError(
@@ -255,11 +264,13 @@ def default_contract(
     layout: tuple[str, ...] = STANDARD_LAYOUT,
     reference_name: str = "stand",
     gains: str = "policy",
+    root_source: RootSource = "leg_odometry",
 ) -> PolicyContract:
     """A contract from the G1 joint table and config/policy_contract.yaml: identity normalization (mean 0, std 1),
     action_scale = action_scale_factor * effort_limit / kp_motor (BeyondMimic). `gains`: "policy" = the
     motors' gains (bcg_sim.g1.joints.MOTORS, for trained policies that balance), "stand" = the bring-up
-    gains (bcg_sim.g1.stand_gains) with which a zero-action policy holds the robot up."""
+    gains (bcg_sim.g1.stand_gains) with which a zero-action policy holds the robot up. `root_source`: one of
+    ROOT_SOURCES (where ref_root_offset_xy's pelvis position comes from on the robot)."""
     d = load_defaults()
     k = int(d["ref_horizon"] if ref_horizon is None else ref_horizon)
     motors = [MOTORS[j.motor] for j in JOINTS_29]
@@ -280,7 +291,7 @@ def default_contract(
         effort_limit=[m.effort_limit for m in motors],
         action_scale=[float(d["action_scale_factor"]) * m.effort_limit / p for m, p in zip(motors, motor_kp)],
         control_dt=float(d["control_dt"] if control_dt is None else control_dt),
-        observation=ObservationSpec(k, layout_slices, [0.0] * n, [1.0] * n, float(d["obs_clip"])),
+        observation=ObservationSpec(k, layout_slices, [0.0] * n, [1.0] * n, float(d["obs_clip"]), root_source),
         reference=ReferenceSpec(reference_name),
         action_clip=float(d["action_clip"]),
         target_reach=float(d["target_reach"]),

@@ -1,7 +1,7 @@
 """bcg-eval: an exported policy on its own reference clip in MuJoCo (sim-to-sim), with metrics.
 
     bcg-eval POLICY_DIR [--mjcf FILE] [--runs 5] [--seconds S] [--out DIR] [--kappa K]
-             [--noise Q DQ GYRO] [--latency S] [--ros] [--no-render] [--no-delta-d] [--bcg]
+             [--noise Q DQ GYRO] [--latency S] [--root-source SRC] [--ros] [--no-render] [--no-delta-d] [--bcg]
 
 Writes DIR/eval.json, DIR/eval.md (table), one PNG per metric over time and DIR/strip.png (policy with the
 reference as a ghost). Falls n/N (pelvis < eval.fall_height), delta_d (bcg_sim minus MuJoCo mean foot
@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from bcg_sim.config import ConfigError
+from bcg_sim.policy.contract import ROOT_SOURCES
 
 
 def _parser(cfg) -> argparse.ArgumentParser:
@@ -50,6 +51,13 @@ def _parser(cfg) -> argparse.ArgumentParser:
         type=float,
         default=cfg.action_latency_s,
         help=f"action latency [s] (default {cfg.action_latency_s})",
+    )
+    ap.add_argument(
+        "--root-source",
+        choices=ROOT_SOURCES,
+        default=cfg.root_source or None,
+        help="where an offset-observing policy's pelvis position comes from: leg odometry alone, or the simulated "
+        "pose source (config/eval.yaml pose_*) carried by it (default: the policy contract's)",
     )
     ap.add_argument("--ros", action="store_true", help="run the ROS stack (bcg-sim2sim) and measure its bag")
     ap.add_argument("--no-render", action="store_true", help="skip the PNG strip")
@@ -93,6 +101,7 @@ def _run(args: argparse.Namespace, cfg) -> int:
         runs=args.runs,
         seconds=args.seconds,
         action_latency_s=args.latency,
+        root_source=args.root_source or "",
     ).validate("arguments")
     if args.bcg and args.no_delta_d:
         raise EvalError("--bcg sets how the bcg_sim rollout runs, and --no-delta-d skips that rollout")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from bcg_sim.config import ConfigError, checker, load_config
+from bcg_sim.policy.contract import ROOT_SOURCES
 
 CONFIG_FILE = "eval.yaml"
 
@@ -22,6 +23,11 @@ class EvalConfig:
     noise_dq_std: float = 0.0  # [rad/s]
     noise_gyro_std: float = 0.0  # [rad/s]
     action_latency_s: float = 0.0  # [s]
+    root_source: str = ""  # "" = the policy contract's observation.root_source, else one of ROOT_SOURCES
+    pose_period_s: float = 0.1  # [s] the simulated pose source (a policy with root_source "pose")
+    pose_latency_s: float = 0.06  # [s]
+    pose_noise_m: float = 0.02  # [m] std per axis
+    pose_timeout_s: float = 0.5  # [s]
     contact_height: float = 0.02  # [m]
     diffsim_seconds: float = 2.0  # [s]
     strip_frames: int = 6
@@ -47,12 +53,26 @@ class EvalConfig:
             "noise_dq_std",
             "noise_gyro_std",
             "action_latency_s",
+            "pose_latency_s",
+            "pose_noise_m",
             "diffsim_seconds",
             "ros_preroll_s",
             "ros_move_to_default_s",
             "ros_remote_press_s",
         ):
             need(getattr(self, name) >= 0, f"eval.{name}", f"must be >= 0, got {getattr(self, name)}")
+        need(
+            self.root_source in ("", *ROOT_SOURCES),
+            "eval.root_source",
+            f"must be empty (the contract's) or one of {ROOT_SOURCES}, got {self.root_source!r}",
+        )
+        need(self.pose_period_s > 0, "eval.pose_period_s", f"must be > 0 s, got {self.pose_period_s}")
+        need(
+            self.pose_timeout_s > self.pose_period_s + self.pose_latency_s,
+            "eval.pose_timeout_s",
+            f"must exceed pose_period_s + pose_latency_s ({self.pose_period_s + self.pose_latency_s:g} s), got "
+            f"{self.pose_timeout_s}",
+        )
         need(self.fall_height > 0, "eval.fall_height", f"must be > 0 m, got {self.fall_height}")
         need(self.contact_height > 0, "eval.contact_height", f"must be > 0 m, got {self.contact_height}")
         need(self.strip_frames >= 1, "eval.strip_frames", f"must be >= 1, got {self.strip_frames}")

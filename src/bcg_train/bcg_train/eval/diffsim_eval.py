@@ -2,10 +2,10 @@
 bcg_sim.diffsim (the simulator it is trained in), at a chosen contact stiffness kappa.
 
 The policy runs through the node's runner here too (`BatchPolicyRunner`: PolicyRunner's code, all worlds in one
-call per step; observation builder, leg odometry, target clipping); the PD targets go to the simulator's `step`
-directly, so the contract's action scale and gains are used, not the sim config's. The sim's gain table
-(actuation.gains) must match the contract's kp/kd: "policy" (the motors') or "stand" (bring-up), else the
-comparison would be of two different robots and it is refused.
+call per step; observation builder, leg odometry or the simulated pose source, target clipping); the PD targets go
+to the simulator's `step` directly, so the contract's action scale and gains are used, not the sim config's. The
+sim's gain table (actuation.gains) must match the contract's kp/kd: "policy" (the motors') or "stand" (bring-up),
+else the comparison would be of two different robots and it is refused.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import numpy as np
 import torch
 
 from bcg_sim.policy import Policy, RobotState
+from bcg_sim.quat import yaw
 from bcg_train.eval.config import EvalConfig
 from bcg_train.eval.metrics import Rollout
-from bcg_train.eval.mujoco_eval import EvalError, reference_qpos, start_state
+from bcg_train.eval.mujoco_eval import EvalError, pose_source, reference_qpos, start_state
 
 GAIN_TOLERANCE = 1e-6  # relative: contract gains equal a sim gain table
 
@@ -99,7 +100,9 @@ def diffsim_rollouts(
     q, qd = to_newton(state, root_com_b)
     if env is not None:
         env.reset(state=state)
-    runner = BatchPolicyRunner(policy, refs)  # the node's runner, all worlds in one call per step
+    # the node's runner, all worlds in one call per step
+    runner = BatchPolicyRunner(policy, refs, cfg.pose_timeout_s, cfg.root_source or None)
+    poses = pose_source(runner, cfg, seeds[0] if seeds else 0)
     alive = np.ones(n, dtype=bool)
     dt = policy.contract.control_dt
 
@@ -117,6 +120,12 @@ def diffsim_rollouts(
         hist = [qpos(st)]
         steps = 0
         for _ in range(round(seconds / dt)):
+            if poses is not None:  # the pelvis as a lidar odometry would report it
+                pose = poses.step(
+                    st.root_pos_w[:, :2].double().cpu().numpy(), yaw(st.root_quat_w.double().cpu().numpy())
+                )
+                if pose is not None:
+                    runner.observe_pose(*pose)
             targets, causes = runner.step(robots(st))
             alive &= np.array([c is None for c in causes])
             # a fallen or faulted world's motors hold its last targets

@@ -19,6 +19,8 @@ import numpy as np
 from bcg_sim.config import load_yaml
 from bcg_sim.g1 import FOOT_BODIES, JOINTS_29, joint_limits, load_mujoco
 from bcg_sim.policy import Policy, RobotState
+from bcg_sim.policy.pose import SimulatedPoseSource
+from bcg_sim.quat import yaw
 from bcg_train.eval.config import EvalConfig
 from bcg_train.eval.metrics import Rollout, kinematics
 
@@ -199,12 +201,17 @@ class MujocoEvaluator:
         qpos0, v0, w0, jv0 = start_state(self.policy, self.cfg, rng)
         self._set_state(qpos0, v0, w0, jv0)
         self.sim.command, self.sim.holding = self._command(qpos0[7:]), False  # motors hold the start pose
-        runner = PolicyRunner(self.policy)
+        runner = PolicyRunner(self.policy, pose_timeout_s=cfg.pose_timeout_s, root_source=cfg.root_source or None)
+        poses = pose_source(runner, cfg, seed)
         runner.start(self._measure(rng))
         pending: deque = deque()
         times, qpos, fault = [0.0], [self._qpos()], ""
         out = MujocoRun(Rollout(np.zeros(0), np.zeros((0, 36)), np.zeros((0, 36))))
         for k in range(round(self.seconds / dt)):
+            if poses is not None:  # the pelvis as a lidar odometry would report it
+                pose = poses.step(self.sim.data.qpos[:2], yaw(self.sim.data.qpos[3:7]))
+                if pose is not None:
+                    runner.observe_pose(*pose)
             try:
                 target = runner.step(self._measure(rng))
             except PolicyFault as exc:
@@ -248,6 +255,15 @@ class MujocoEvaluator:
         return int(
             any(sole_z[k] < -MISSED_CONTACT_DEPTH and b not in touching for k, b in enumerate(self._foot_bodies))
         )
+
+
+def pose_source(runner, cfg: EvalConfig, seed: int) -> SimulatedPoseSource | None:
+    """The simulated pose source of a runner whose policy reads one (None: it does not), with a noise stream of
+    its own (the other noise draws stay those of a run without it)."""
+    if not runner.uses_pose:
+        return None
+    rng = np.random.default_rng([seed, 0x905E])
+    return SimulatedPoseSource(runner.dt, cfg.pose_period_s, cfg.pose_latency_s, cfg.pose_noise_m, rng)
 
 
 def start_state(policy: Policy, cfg: EvalConfig, rng: np.random.Generator, t0: float = 0.0, reference=None):
