@@ -1,6 +1,8 @@
 """bcg-eval's Python loop and its ROS path (bcg-sim2sim over real DDS, measured from the bag) agree on the
-same policy: the hold policy and one that swings its arms (a moving robot, non-zero tracking error). The ROS
-path's runs start from a seeded spread like the Python loop's: two seeds, two start states; one seed, one."""
+same policy: the hold policy and one that swings its arms (a moving robot, non-zero tracking error), and the hold
+policy with a contract that reads a pose source (the node then needs the bridge's /odometry: without a pose it
+refuses RUN, and a silent source damps). The ROS path's runs start from a seeded spread like the Python loop's:
+two seeds, two start states; one seed, one."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from ros_helpers import isolated_domain
 
 import unitree_hg.msg  # noqa: F401 - a hard dependency: a broken install fails, not skips
 from bcg_sim.g1 import JOINTS_29
-from bcg_sim.policy import ReferenceTrack, default_contract, export_policy, load_policy
+from bcg_sim.policy import STANDARD_LAYOUT, ReferenceTrack, default_contract, export_policy, load_policy
 from bcg_train.eval.config import load_eval_config
 from bcg_train.eval.evaluate import evaluate
 
@@ -48,7 +50,12 @@ def _policies(d):
     c2 = default_contract(reference_name="stand", gains="stand")
     ref2 = ReferenceTrack.standing(c2.default_joint_pos, frames=151)
     swing = export_policy(ArmSwing(), c2, d / "swing", ("onnx",), ref2)
-    return {"hold": hold, "swing": swing}
+    c3 = default_contract(
+        reference_name="stand", gains="stand", layout=STANDARD_LAYOUT + ("ref_root_offset_xy",), root_source="pose"
+    )
+    ref3 = ReferenceTrack.standing(c3.default_joint_pos, frames=151)
+    pose_hold = export_policy(_Zero(), c3, d / "pose_hold", ("onnx",), ref3)
+    return {"hold": hold, "swing": swing, "pose_hold": pose_hold}
 
 
 class _Zero(torch.nn.Module):
@@ -77,7 +84,7 @@ def results(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("name", ["hold", "swing"])
+@pytest.mark.parametrize("name", ["hold", "swing", "pose_hold"])
 def test_python_and_ros_paths_agree(results, name):
     py, ros = results[name, False]["aggregate"], results[name, True]["aggregate"]
     assert py["falls"] == ros["falls"] == 0

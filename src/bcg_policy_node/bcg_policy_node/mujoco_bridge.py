@@ -13,6 +13,9 @@ difference (sim2sim):
   motor q/dq/ddq/tau_est in slots 0..28, ``tick`` in ms of sim time, ``mode_machine`` and the CRC.
 - optional sensor noise and state/command latency, emulated wireless-remote buttons, ground truth for
   evaluation, and sim time on ``/clock`` when not running in real time.
+- a pose source off the soles (``pose_rate_hz``): the pelvis pose as a lidar-inertial odometry on the G1's MID-360
+  reports it, ``pose_latency_s`` old (stamped when measured) with ``pose_noise_m`` of noise per axis, for
+  policies whose contract's observation.root_source is "pose" (bcg_sim.policy.pose).
 - a seeded start-state spread (``start_joint_noise``, ``start_root_vel_noise``): `perturb_start` adds Gaussian
   noise to the joint angles and the pelvis linear velocity, drawn from a stream seeded by ``seed``.
   bcg-sim2sim --start applies it with the press that starts the policy (HOLD -> RUN), so that the N runs of
@@ -25,6 +28,7 @@ Topics (all names relative, so a namespace or remapping moves them):
        stay until replaced)
   out: /lowstate (unitree_hg/LowState), /sim/ground_truth (geometry_msgs/PoseStamped, pelvis in world),
        /sim/body_poses (geometry_msgs/PoseArray, bodies ``ground_truth_bodies`` in world, same order),
+       /odometry (nav_msgs/Odometry, pelvis in world: the simulated pose source; off at ``pose_rate_hz`` 0),
        /clock (rosgraph_msgs/Clock, only when ``realtime`` is false)
 Services: /sim/press_start, /sim/press_select (std_srvs/Trigger), /sim/reset (std_srvs/Trigger: back to
   the start pose), /sim/perturb (std_srvs/Trigger: `perturb_start` now).
@@ -45,6 +49,7 @@ import rclpy
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Pose, PoseArray, PoseStamped
+from nav_msgs.msg import Odometry
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException
@@ -94,6 +99,9 @@ class BridgeConfig:
     seed: int  # noise seed (sensor noise; the start-state spread draws from a stream of its own)
     start_joint_noise: float  # [rad] std of the noise `perturb_start` adds to the joint angles (0: none)
     start_root_vel_noise: float  # [m/s] std of the noise it adds to the pelvis linear velocity (world frame)
+    pose_rate_hz: float  # [Hz] /odometry, the simulated pose source; 0 disables
+    pose_latency_s: float  # [s] sim-time delay from measuring a pose to publishing it
+    pose_noise_m: float  # [m] Gaussian noise per horizontal axis on its position
 
     def __post_init__(self) -> None:
         need = checker()
@@ -123,6 +131,9 @@ class BridgeConfig:
             "lockstep_timeout_s",
             "start_joint_noise",
             "start_root_vel_noise",
+            "pose_rate_hz",
+            "pose_latency_s",
+            "pose_noise_m",
         ):
             need(getattr(self, name) >= 0, name, f"must be >= 0, got {getattr(self, name)}")
         need(self.max_catchup_steps >= 1, "max_catchup_steps", f"must be >= 1, got {self.max_catchup_steps}")
@@ -353,6 +364,9 @@ class MujocoBridge(Node):
         # the start-state spread: a stream of its own, so that it does not shift the sensor noise (and back)
         self.start_rng = np.random.default_rng(np.random.SeedSequence(self.cfg.seed, spawn_key=(1,)))
         self.perturbations = 0  # perturb_start calls that changed the state
+        self.pose_rng = np.random.default_rng(np.random.SeedSequence(self.cfg.seed, spawn_key=(2,)))
+        self._pose_queue: deque[tuple[float, Odometry]] = deque()  # (publish at sim time, message)
+        self._next_pose = 0.0
         self._state_queue: deque[tuple[float, LowState]] = deque()  # (measured at sim time, message)
         self._msg_buffer = LowState()
         self._cmd_queue: deque[tuple[float, MotorCommand]] = deque()  # (apply at sim time, command)
@@ -373,6 +387,7 @@ class MujocoBridge(Node):
         self.pub_state = self.create_publisher(LowState, "lowstate", 10)
         self.pub_gt = self.create_publisher(PoseStamped, "sim/ground_truth", 10)
         self.pub_bodies = self.create_publisher(PoseArray, "sim/body_poses", 10)
+        self.pub_pose = self.create_publisher(Odometry, "odometry", 10)
         self.pub_clock = None if self.cfg.realtime else self.create_publisher(ClockMsg, "/clock", 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_subscription(LowCmd, "lowcmd", self._on_lowcmd, 10)
@@ -536,6 +551,12 @@ class MujocoBridge(Node):
         if self.cfg.ground_truth_rate_hz > 0 and t + 1e-9 >= self._next_gt:
             self._next_gt = t + 1.0 / self.cfg.ground_truth_rate_hz
             self._publish_ground_truth(t)
+        if self.cfg.pose_rate_hz > 0:
+            if t + 1e-9 >= self._next_pose:
+                self._next_pose = t + 1.0 / self.cfg.pose_rate_hz
+                self._pose_queue.append((t + self.cfg.pose_latency_s, self._pose_measurement(t)))
+            while self._pose_queue and self._pose_queue[0][0] <= t + 1e-9:
+                self.pub_pose.publish(self._pose_queue.popleft()[1])
 
     # -- outputs -----------------------------------------------------------------------------------
     def _remote_bytes(self) -> bytes:
@@ -597,6 +618,18 @@ class MujocoBridge(Node):
         arr = DiagnosticArray(status=[st])
         arr.header.stamp = _stamp(self.sim_time)
         self.pub_diag.publish(arr)
+
+    def _pose_measurement(self, t: float) -> Odometry:
+        """The pelvis pose now, as the pose source reports it (noise on x and y), stamped now."""
+        pos, quat = self.sim.pelvis_pose()
+        pos = np.array(pos, float)
+        pos[:2] += self.pose_rng.normal(0.0, self.cfg.pose_noise_m, 2)
+        msg = Odometry()
+        msg.header.stamp = _stamp(t)
+        msg.header.frame_id = "odom"
+        msg.child_frame_id = "pelvis"
+        msg.pose.pose = _pose(pos, quat)
+        return msg
 
     def _publish_ground_truth(self, t: float) -> None:
         pos, quat = self.sim.pelvis_pose()

@@ -2,7 +2,9 @@
 
     bcg-policy-node [--help] --ros-args --params-file config/policy_node.yaml -p policy_path:=DIR
 
-Topics: sub /lowstate (unitree_hg/LowState, best effort: matches reliable and best-effort writers);
+Topics: sub /lowstate (unitree_hg/LowState, best effort: matches reliable and best-effort writers), and
+/odometry (nav_msgs/Odometry, parameter pose_topic: a lidar odometry's pelvis pose) only for a policy whose
+contract's observation.root_source is "pose" (bcg_sim.policy.pose: RUN needs a fresh pose, silence damps);
 pub /lowcmd (unitree_hg/LowCmd, reliable, CRC set, mode_machine copied from the robot), /joint_states and
 /reference/joint_states (sensor_msgs/JointState), /reference/root_pose (geometry_msgs/PoseStamped, frame
 `world` = the IMU's yaw-aligned frame), /diagnostics (diagnostic_msgs/DiagnosticArray),
@@ -42,6 +44,7 @@ import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
+from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -102,6 +105,8 @@ class PolicyNodeConfig:
     fallback_tick_periods: float = 1.5
     cpu_affinity: str | int = ""  # a cpu list; `-p cpu_affinity:=1` arrives as an integer
     gc_freeze: bool = True
+    pose_topic: str = "/odometry"
+    pose_timeout_s: float = 0.5
 
     def __post_init__(self) -> None:
         need = checker()
@@ -147,6 +152,7 @@ class PolicyNodeConfig:
             f"must be in [1, 2), got {self.fallback_tick_periods}",
         )
         scheduling.parse_cpu_list(self.cpu_affinity)  # a ConfigError naming the key
+        need(self.pose_timeout_s > 0, "pose_timeout_s", f"must be > 0, got {self.pose_timeout_s}")
 
 
 class PolicyNode(Node):
@@ -161,7 +167,9 @@ class PolicyNode(Node):
         self._sim_time = bool(self.get_parameter("use_sim_time").value)
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.policy = load_policy(cfg.policy_path, runtime=cfg.policy_runtime)
-        self.runner = PolicyRunner(self.policy)
+        self.runner = PolicyRunner(self.policy, pose_timeout_s=cfg.pose_timeout_s)
+        self._pose: tuple[np.ndarray, float, float] | None = None  # (xy [2] m, yaw rad, stamp s), newest
+        self._pose_new = False  # not yet given to the runner
         c = self.policy.contract
         self.period = 1.0 / cfg.cmd_rate_hz
         self.control_dt = c.control_dt
@@ -224,6 +232,8 @@ class PolicyNode(Node):
         )
         # raw: the CDR bytes, read by lowlevel.lowstate_cdr_to_state (10x cheaper than rclpy's Python message)
         self.create_subscription(LowState, cfg.lowstate_topic, self._on_lowstate, state_qos, raw=True)
+        if self.runner.uses_pose:  # the policy's contract asks for a pose source (observation.root_source)
+            self.create_subscription(Odometry, cfg.pose_topic, self._on_pose, state_qos)
         self.pub_cmd = self.create_publisher(LowCmd, cfg.lowcmd_topic, cmd_qos)
         self.pub_js = self.create_publisher(JointState, "/joint_states", 10)
         self.pub_ref_js = self.create_publisher(JointState, "/reference/joint_states", 10)
@@ -246,6 +256,19 @@ class PolicyNode(Node):
         """The node's time in s: /clock under use_sim_time, else the steady (monotonic) wall clock."""
         clock = self.get_clock() if self._sim_time else self._steady
         return clock.now().nanoseconds * 1e-9
+
+    def _on_pose(self, msg: Odometry) -> None:
+        p, q = msg.pose.pose.position, msg.pose.pose.orientation
+        yaw = math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        if math.isfinite(p.x) and math.isfinite(p.y) and math.isfinite(yaw):
+            self._pose, self._pose_new = (np.array([p.x, p.y]), yaw, stamp), True
+
+    def pose_age(self) -> float:
+        """s since the newest pose was measured, on the ROS clock its stamps use (inf: none yet)."""
+        if self._pose is None:
+            return math.inf
+        return max(0.0, self.get_clock().now().nanoseconds * 1e-9 - self._pose[2])
 
     # --- inputs: every valid LowState is answered with one tick ---
     def _on_lowstate(self, data: bytes) -> None:
@@ -297,6 +320,10 @@ class PolicyNode(Node):
     def _refusal(self, now: float, event: Event) -> str:
         """Why `event` must not be applied now although the mode takes it ('' = fine)."""
         leaving_safe = event == Event.RESET or (event == Event.START and self.sm.mode == Mode.ZERO_TORQUE)
+        if event == Event.START and self.sm.mode == Mode.HOLD and self.runner.uses_pose:
+            age = self.pose_age()
+            if age > self.cfg.pose_timeout_s:
+                return f"no pose on {self.cfg.pose_topic}" + (f" for {age:.2f} s" if math.isfinite(age) else " yet")
         if not leaving_safe:
             return ""
         if now - self._conflict_time < self.cfg.conflict_hold_s:
@@ -427,6 +454,10 @@ class PolicyNode(Node):
         if self.runner.clip_ended and self.cfg.on_clip_end == "stop":
             sm.go(now, Mode.MOVE_TO_DEFAULT, "reference clip ended", state.joint_pos)
             return
+        if self._pose_new:  # a lidar odometry's pose since the last step: its age at this step's state
+            self._pose_new = False
+            xy, yaw, _ = self._pose
+            self.runner.observe_pose(xy, yaw, self.pose_age())
         try:
             self._policy_q = self.runner.step(state)
             self.stats.policy.append(self.runner.last_act_s)

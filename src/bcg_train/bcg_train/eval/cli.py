@@ -105,6 +105,11 @@ def _run(args: argparse.Namespace, cfg) -> int:
     ).validate("arguments")
     if args.bcg and args.no_delta_d:
         raise EvalError("--bcg sets how the bcg_sim rollout runs, and --no-delta-d skips that rollout")
+    if args.ros and args.root_source:
+        raise EvalError(
+            "--ros runs the policy node, which reads the pelvis source from the policy's contract; "
+            "--root-source is for the Python path only"
+        )
     if args.ros and args.mjcf:
         raise EvalError("--ros runs the bridge's own model; --mjcf is for the Python path only")
     try:

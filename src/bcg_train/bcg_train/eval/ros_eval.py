@@ -76,6 +76,14 @@ def run_sim2sim(policy_dir: Path, bag: Path, duration: float, cfg: EvalConfig, s
         f"mujoco_bridge:noise_gyro_std:={cfg.noise_gyro_std}",
         "-p",
         f"mujoco_bridge:cmd_latency_s:={latency}",
+        "-p",
+        f"mujoco_bridge:pose_rate_hz:={1.0 / cfg.pose_period_s}",
+        "-p",
+        f"mujoco_bridge:pose_latency_s:={cfg.pose_latency_s}",
+        "-p",
+        f"mujoco_bridge:pose_noise_m:={cfg.pose_noise_m}",
+        "-p",
+        f"policy_node:pose_timeout_s:={cfg.pose_timeout_s}",
     ]
     timeout = max(ROS_TIMEOUT_MIN_S, ROS_TIMEOUT_FACTOR * duration)
     try:
