@@ -98,6 +98,21 @@ def test_root_source_is_checked_in_the_contract_the_train_config_and_bcg_eval(tm
     assert load_train_config("lafan_fight1").task.root_source == "pose"
     with pytest.raises(ConfigError, match="root_estimate random_walk"):
         load_train_config("lafan_fight1", {"task": {"root_estimate": "odometry"}})
+    # an artifact that reads a pose source says so (the committed dance, its contract switched to it)
+    import shutil
+
+    import yaml
+
+    from bcg_sim.policy.cli import main as policy_main
+
+    shutil.copytree(REPO / "policies" / "dance", tmp_path / "pose")
+    meta = yaml.safe_load((tmp_path / "pose" / "policy.yaml").read_text())
+    meta["observation"]["root_source"] = "pose"
+    (tmp_path / "pose" / "policy.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+    assert load_policy(tmp_path / "pose").contract.observation.root_source == "pose"
+    capsys.readouterr()
+    assert policy_main(["info", str(tmp_path / "pose")]) == 0
+    assert "ref_root_offset_xy (pelvis from a pose source, /odometry)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exc:
         eval_main([str(REPO / "policies" / "dance"), "--root-source", "gps", "--out", str(tmp_path)])
     assert exc.value.code == 2

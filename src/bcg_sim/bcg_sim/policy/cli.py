@@ -45,7 +45,11 @@ def _info(path: str, runtime: str) -> None:
         f"reference {c.reference.name!r} ({p.reference.num_frames} frames, {p.reference.duration:.2f} s)"
     )
     for name, s in c.slices().items():
-        print(f"  obs[{s.start}:{s.stop}] {name}")
+        src = ""
+        if name == "ref_root_offset_xy":
+            pose = c.observation.root_source == "pose"
+            src = " (pelvis from a pose source, /odometry)" if pose else " (leg odometry)"
+        print(f"  obs[{s.start}:{s.stop}] {name}{src}")
     obs = np.zeros(c.n_obs, dtype=np.float32)
     times = [p.timed_act(obs)[1] for _ in range(200)]
     print(f"act(): median {1e3 * float(np.median(times)):.3f} ms, max {1e3 * max(times):.3f} ms")
