@@ -64,6 +64,7 @@ from bcg_policy_node.state_machine import ACTIVE, CommandKind, Event, Mode, Stat
 from bcg_sim.config import ConfigError, checker
 from bcg_sim.g1.joints import joint_names, stand_gains
 from bcg_sim.policy import load_policy, projected_gravity
+from bcg_sim.quat import yaw as heading
 from unitree_hg.msg import LowCmd, LowState  # noqa: F401 - LowState: the subscription's type (raw bytes)
 
 PROG = "bcg-policy-node"
@@ -259,7 +260,7 @@ class PolicyNode(Node):
 
     def _on_pose(self, msg: Odometry) -> None:
         p, q = msg.pose.pose.position, msg.pose.pose.orientation
-        yaw = math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
+        yaw = float(heading(np.array([q.w, q.x, q.y, q.z])))
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         if math.isfinite(p.x) and math.isfinite(p.y) and math.isfinite(yaw):
             self._pose, self._pose_new = (np.array([p.x, p.y]), yaw, stamp), True
