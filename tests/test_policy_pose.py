@@ -50,6 +50,16 @@ def test_simulated_source_reports_the_truth_latency_old_every_period():
     for k in due:
         xy, _, age = out[k]
         assert xy[0] == pytest.approx(k - 3) and age == pytest.approx(0.06)
+    # the drift walks with the path: 400 worlds 0.02 m a step for 50 m end 0.05 * sqrt(50) m off per axis (std),
+    # 400 standing ones not at all
+    walk = SimulatedPoseSource(0.02, 0.02, 0.0, 0.0, np.random.default_rng(1), drift=0.05)
+    stand = SimulatedPoseSource(0.02, 0.02, 0.0, 0.0, np.random.default_rng(1), drift=0.05)
+    for k in range(2501):
+        moved = walk.step(np.full((400, 2), 0.02 * k / np.sqrt(2)), np.zeros(400))
+        still = stand.step(np.zeros((400, 2)), np.zeros(400))
+    err = moved[0] - 0.02 * 2500 / np.sqrt(2)
+    assert err.std() == pytest.approx(0.05 * np.sqrt(50), rel=0.1), err.std()
+    assert np.abs(still[0]).max() == 0.0
     with pytest.raises(ValueError, match="period_s"):
         SimulatedPoseSource(0.02, 0.0, 0.06, 0.0, np.random.default_rng(0))
 

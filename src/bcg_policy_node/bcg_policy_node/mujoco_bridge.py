@@ -14,7 +14,8 @@ difference (sim2sim):
 - optional sensor noise and state/command latency, emulated wireless-remote buttons, ground truth for
   evaluation, and sim time on ``/clock`` when not running in real time.
 - a pose source off the soles (``pose_rate_hz``): the pelvis pose as a lidar-inertial odometry on the G1's MID-360
-  reports it, ``pose_latency_s`` old (stamped when measured) with ``pose_noise_m`` of noise per axis, for
+  reports it, ``pose_latency_s`` old (stamped when measured) with ``pose_noise_m`` of noise and a drift of
+  ``pose_drift`` m per sqrt(m) of path per axis (bcg_sim.policy.pose.SimulatedPoseSource's model), for
   policies whose contract's observation.root_source is "pose" (bcg_sim.policy.pose).
 - a seeded start-state spread (``start_joint_noise``, ``start_root_vel_noise``): `perturb_start` adds Gaussian
   noise to the joint angles and the pelvis linear velocity, drawn from a stream seeded by ``seed``.
@@ -102,6 +103,7 @@ class BridgeConfig:
     pose_rate_hz: float  # [Hz] /odometry, the simulated pose source; 0 disables
     pose_latency_s: float  # [s] sim-time delay from measuring a pose to publishing it
     pose_noise_m: float  # [m] Gaussian noise per horizontal axis on its position
+    pose_drift: float  # [m per sqrt(m) of path] random walk of its position per horizontal axis
 
     def __post_init__(self) -> None:
         need = checker()
@@ -134,6 +136,7 @@ class BridgeConfig:
             "pose_rate_hz",
             "pose_latency_s",
             "pose_noise_m",
+            "pose_drift",
         ):
             need(getattr(self, name) >= 0, name, f"must be >= 0, got {getattr(self, name)}")
         need(self.max_catchup_steps >= 1, "max_catchup_steps", f"must be >= 1, got {self.max_catchup_steps}")
@@ -367,6 +370,8 @@ class MujocoBridge(Node):
         self.pose_rng = np.random.default_rng(np.random.SeedSequence(self.cfg.seed, spawn_key=(2,)))
         self._pose_queue: deque[tuple[float, Odometry]] = deque()  # (publish at sim time, message)
         self._next_pose = 0.0
+        self._pose_walk = np.zeros(2)  # [m] the pose source's drift so far
+        self._pose_last: np.ndarray | None = None  # [m] the pelvis' xy at its last pose
         self._state_queue: deque[tuple[float, LowState]] = deque()  # (measured at sim time, message)
         self._msg_buffer = LowState()
         self._cmd_queue: deque[tuple[float, MotorCommand]] = deque()  # (apply at sim time, command)
@@ -511,6 +516,7 @@ class MujocoBridge(Node):
     def _on_reset(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         t = self.sim_time
         self.sim.reset()
+        self._pose_last = None  # a jump back to the start is no path the pose source walked
         self.sim.data.time = t  # sim time (and /clock) must stay monotonic
         self._cmd_queue.clear()
         response.success, response.message = True, f"reset to the {self.cfg.start_pose} pose"
@@ -620,10 +626,13 @@ class MujocoBridge(Node):
         self.pub_diag.publish(arr)
 
     def _pose_measurement(self, t: float) -> Odometry:
-        """The pelvis pose now, as the pose source reports it (noise on x and y), stamped now."""
+        """The pelvis pose now, as the pose source reports it (drift and noise on x and y), stamped now."""
         pos, quat = self.sim.pelvis_pose()
         pos = np.array(pos, float)
-        pos[:2] += self.pose_rng.normal(0.0, self.cfg.pose_noise_m, 2)
+        path = 0.0 if self._pose_last is None else float(np.linalg.norm(pos[:2] - self._pose_last))
+        self._pose_last = pos[:2].copy()
+        self._pose_walk += self.pose_rng.normal(0.0, 1.0, 2) * self.cfg.pose_drift * math.sqrt(path)
+        pos[:2] += self._pose_walk + self.pose_rng.normal(0.0, self.cfg.pose_noise_m, 2)
         msg = Odometry()
         msg.header.stamp = _stamp(t)
         msg.header.frame_id = "odom"

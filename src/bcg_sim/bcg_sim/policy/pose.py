@@ -17,7 +17,8 @@ world, placed at the clip's start) differ by a yaw and a shift: both are fixed a
 taken to agree with odometry at its own time.
 
 `SimulatedPoseSource` is that pose source in simulation (bcg-eval, training's evaluation): the true pelvis
-position and heading every `period_s`, `latency_s` old, with Gaussian noise of `noise_m` per axis.
+position and heading every `period_s`, `latency_s` old, with Gaussian noise of `noise_m` per axis and a drift that
+walks `drift` m per sqrt(m) of path per axis (a lidar odometry drifts with the distance it covers).
 Both work on one robot (no leading dims) or a batch of worlds ([N, ...]), numpy.
 """
 
@@ -94,24 +95,41 @@ class PoseFusion:
 class SimulatedPoseSource:
     """A lidar-inertial odometry in simulation: `step(xy, yaw)` with the true pelvis position [..., 2] m and
     heading [...] rad once per control step; returns (xy, yaw, age_s) when a pose is due (every period_s, the
-    truth latency_s old plus noise_m Gaussian noise per axis), else None."""
+    truth latency_s old plus its drift then plus noise_m Gaussian noise per axis), else None."""
 
-    def __init__(self, control_dt: float, period_s: float, latency_s: float, noise_m: float, rng: np.random.Generator):
-        if period_s <= 0 or latency_s < 0 or noise_m < 0:
+    def __init__(
+        self,
+        control_dt: float,
+        period_s: float,
+        latency_s: float,
+        noise_m: float,
+        rng: np.random.Generator,
+        drift: float = 0.0,
+    ):
+        if period_s <= 0 or min(latency_s, noise_m, drift) < 0:
             raise ValueError(
-                f"pose source: period_s > 0, latency_s >= 0, noise_m >= 0; got {period_s}, {latency_s}, {noise_m}"
+                f"pose source: period_s > 0, latency_s, noise_m, drift >= 0; got {period_s}, {latency_s}, "
+                f"{noise_m}, {drift}"
             )
         self.period = max(1, int(round(period_s / control_dt)))
         self.latency = int(round(latency_s / control_dt))
-        self.dt, self.noise, self.rng = control_dt, noise_m, rng
-        self._truth: deque = deque(maxlen=self.latency + 1)
+        self.dt, self.noise, self.drift, self.rng = control_dt, noise_m, drift, rng
+        self._truth: deque = deque(maxlen=self.latency + 1)  # (true xy + the drift then, yaw) per step
         self._k = 0
+        self._walk: np.ndarray | None = None  # [..., 2] m, the drift so far
+        self._last: np.ndarray | None = None  # [..., 2] m, the last true position
 
     def step(self, xy: np.ndarray, yaw: np.ndarray):
-        self._truth.append((np.array(xy, float), np.array(yaw, float)))
+        xy = np.array(xy, float)
+        if self._walk is None:
+            self._walk, self._last = np.zeros_like(xy), xy
+        path = np.linalg.norm(xy - self._last, axis=-1, keepdims=True)  # [..., 1] m walked this step
+        self._walk = self._walk + self.rng.normal(0.0, 1.0, xy.shape) * self.drift * np.sqrt(path)
+        self._last = xy
+        self._truth.append((xy + self._walk, np.array(yaw, float)))
         due = self._k % self.period == 0 and len(self._truth) == self._truth.maxlen
         self._k += 1
         if not due:
             return None
-        true_xy, true_yaw = self._truth[0]
-        return true_xy + self.rng.normal(0.0, self.noise, true_xy.shape), true_yaw, self.latency * self.dt
+        xy_then, yaw_then = self._truth[0]
+        return xy_then + self.rng.normal(0.0, self.noise, xy_then.shape), yaw_then, self.latency * self.dt

@@ -27,6 +27,7 @@ class EvalConfig:
     pose_period_s: float = 0.1  # [s] the simulated pose source (a policy with root_source "pose")
     pose_latency_s: float = 0.06  # [s]
     pose_noise_m: float = 0.02  # [m] std per axis
+    pose_drift: float = 0.01  # [m per sqrt(m) of path] per axis
     pose_timeout_s: float = 0.5  # [s]
     contact_height: float = 0.02  # [m]
     diffsim_seconds: float = 2.0  # [s]
@@ -55,6 +56,7 @@ class EvalConfig:
             "action_latency_s",
             "pose_latency_s",
             "pose_noise_m",
+            "pose_drift",
             "diffsim_seconds",
             "ros_preroll_s",
             "ros_move_to_default_s",

@@ -263,7 +263,7 @@ def pose_source(runner, cfg: EvalConfig, seed: int) -> SimulatedPoseSource | Non
     if not runner.uses_pose:
         return None
     rng = np.random.default_rng([seed, 0x905E])
-    return SimulatedPoseSource(runner.dt, cfg.pose_period_s, cfg.pose_latency_s, cfg.pose_noise_m, rng)
+    return SimulatedPoseSource(runner.dt, cfg.pose_period_s, cfg.pose_latency_s, cfg.pose_noise_m, rng, cfg.pose_drift)
 
 
 def start_state(policy: Policy, cfg: EvalConfig, rng: np.random.Generator, t0: float = 0.0, reference=None):

@@ -83,6 +83,8 @@ def run_sim2sim(policy_dir: Path, bag: Path, duration: float, cfg: EvalConfig, s
         "-p",
         f"mujoco_bridge:pose_noise_m:={cfg.pose_noise_m}",
         "-p",
+        f"mujoco_bridge:pose_drift:={cfg.pose_drift}",
+        "-p",
         f"policy_node:pose_timeout_s:={cfg.pose_timeout_s}",
     ]
     timeout = max(ROS_TIMEOUT_MIN_S, ROS_TIMEOUT_FACTOR * duration)
