@@ -254,40 +254,43 @@ class Trainer:
     def evaluate(self) -> dict | None:
         """Score the current policy (TrainEvalConfig) and log it (eval.csv and a line). The policy is exported to a
         temporary folder and run through the node's PolicyRunner -- the artifact a user gets, not the training
-        loop's tensors: rank 0 in bcg_sim (bcg_train.eval.diffsim_eval), the MuJoCo validation (eval.mujoco_runs)
-        on rank 1 at the same time when there is one (it would otherwise wait), else after it on rank 0. The
-        headline (e_track_cm, falls, survival_s) is bcg-eval's protocol over the whole clip; win_* are the
-        windows. A new best headline (fewest falls, then lowest E_track; eval.best_by: bcg_sim's or, with
-        eval.mujoco_runs, MuJoCo's) is exported to policy_best/. Returns the row (rank 0) or None."""
+        loop's tensors: the headline in bcg_sim on rank 0 (bcg_train.eval.diffsim_eval), what is beside it (the
+        windows, then the MuJoCo validation of eval.mujoco_runs) on rank 1 at the same time when there is one (it
+        would otherwise wait; every part seeds its own start states, so the figures do not depend on the split),
+        else after it on rank 0. The headline (e_track_cm, falls, survival_s) is bcg-eval's protocol over the
+        whole clip; win_* are the windows. A new best headline (fewest falls, then lowest E_track; eval.best_by:
+        bcg_sim's or, with eval.mujoco_runs, MuJoCo's) is exported to policy_best/. Returns the row (rank 0) or
+        None."""
         from bcg_sim.policy import load_policy
         from bcg_train.eval.config import load_eval_config
 
         e = self.cfg.eval
-        mj_rank = min(1, self.comm.world_size - 1)
-        runs_mujoco = e.mujoco_runs > 0 and self.comm.rank == mj_rank
+        side_rank = min(1, self.comm.world_size - 1)  # the rank that runs what is beside the headline
+        side = self.comm.rank == side_rank
         row = None
         with tempfile.TemporaryDirectory(prefix="bcg-eval-") as tmp:
-            if self.comm.is_main or runs_mujoco:
+            if self.comm.is_main or side:
                 exported = self.export(Path(tmp) / "policy")
                 policy = load_policy(exported)
                 eval_cfg = load_eval_config()
             if self.comm.is_main:
-                from bcg_train.eval.diffsim_eval import clip_tracking, window_tracking
+                from bcg_train.eval.diffsim_eval import clip_tracking
 
                 clip = clip_tracking(policy, eval_cfg, e.clip_runs, e.clip_seconds, self.cfg.kappa)
-                last = max(0.0, policy.reference.duration - e.seconds)
-                starts = [float(t) for t in np.linspace(0.0, last, e.starts)]
-                win = window_tracking(policy, eval_cfg, starts, e.seconds, self.cfg.kappa)
                 row = {
                     "iteration": self.iteration,
                     "samples": self.samples,
                     "wall_s": round(self.elapsed, 3),
                     **{k: clip[k] for k in EVAL_KEYS},
-                    **{f"win_{k}": win[k] for k in EVAL_KEYS},
                 }
-            if e.mujoco_runs > 0:  # the judge's simulator as validation (seeds apart from bcg-eval's)
-                mj = None
-                if runs_mujoco:
+            win = mj = None
+            if side:
+                from bcg_train.eval.diffsim_eval import window_tracking
+
+                last = max(0.0, policy.reference.duration - e.seconds)
+                starts = [float(t) for t in np.linspace(0.0, last, e.starts)]
+                win = window_tracking(policy, eval_cfg, starts, e.seconds, self.cfg.kappa)
+                if e.mujoco_runs > 0:  # the judge's simulator as validation (seeds apart from bcg-eval's)
                     from bcg_train.eval.evaluate import mujoco_tracking
                     from bcg_train.eval.mujoco_eval import clip_seconds
 
@@ -295,10 +298,12 @@ class Trainer:
                     mj = mujoco_tracking(
                         policy, eval_cfg, e.mujoco_runs, e.mujoco_base_seed, seconds, tuple(e.mujoco_noise)
                     )
-                mj = self.comm.share(mj, EVAL_KEYS, src=mj_rank)
-                mj["worlds"] = int(mj["worlds"])
-                if row is not None:
-                    row.update({f"mj_{k}": mj[k] for k in EVAL_KEYS})
+            win = self.comm.share(win, EVAL_KEYS, src=side_rank)
+            mj = self.comm.share(mj, EVAL_KEYS, src=side_rank) if e.mujoco_runs > 0 else None
+            if row is not None:
+                for head, part in (("win_", win), ("mj_", mj)):
+                    if part is not None:
+                        row.update({f"{head}{k}": part[k] for k in EVAL_KEYS}, **{f"{head}worlds": int(part["worlds"])})
             if self.comm.is_main:
                 head = "mj_" if e.best_by == "mujoco" else ""
                 key = (row[f"{head}falls"], row[f"{head}e_track_cm"])
