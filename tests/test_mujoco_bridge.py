@@ -237,3 +237,25 @@ def test_remote_press_and_ground_truth(bridge):
     assert 0.5 < z < 1.0 and gt[-1][1].header.frame_id == "world"
     bodies = _collect(ros, PoseArray, "/sim/body_poses", 0.1)
     assert len(bodies[-1][1].poses) == 6 and math.isfinite(bodies[-1][1].poses[0].position.z)
+
+
+def test_pose_source_publishes_heading_and_position_every_period(bridge):
+    """/odometry carries SimulatedPoseSource's poses: one per pose_rate_hz period of sim time, stamped when
+    measured, horizontal position near the true pelvis, heading only (roll/pitch marked unmeasured)."""
+    from geometry_msgs.msg import PoseStamped
+    from nav_msgs.msg import Odometry
+
+    _proc, ros = bridge
+    cfg = _cfg()
+    poses = [m for _, m in _collect(ros, Odometry, "/odometry", 0.6)]
+    truth = _collect(ros, PoseStamped, "/sim/ground_truth", 0.1)[-1][1].pose.position
+    stamps = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in poses])
+    assert len(stamps) >= 3
+    np.testing.assert_allclose(np.diff(stamps), 1.0 / cfg.pose_rate_hz, atol=1e-6)
+    last = poses[-1].pose
+    # the robot stands still on its gantry: drift walks with the path, so only the noise (0.02 m) is left
+    assert math.hypot(last.pose.position.x - truth.x, last.pose.position.y - truth.y) < 6 * cfg.pose_noise_m
+    q = last.pose.orientation
+    assert q.x == 0.0 and q.y == 0.0 and abs(q.w**2 + q.z**2 - 1.0) < 1e-9
+    cov = np.array(last.covariance).reshape(6, 6)
+    np.testing.assert_allclose(np.diag(cov), [cfg.pose_noise_m**2] * 2 + [1e6] * 3 + [0.0])

@@ -13,10 +13,10 @@ difference (sim2sim):
   motor q/dq/ddq/tau_est in slots 0..28, ``tick`` in ms of sim time, ``mode_machine`` and the CRC.
 - optional sensor noise and state/command latency, emulated wireless-remote buttons, ground truth for
   evaluation, and sim time on ``/clock`` when not running in real time.
-- a pose source off the soles (``pose_rate_hz``): the pelvis pose as a lidar-inertial odometry on the G1's MID-360
-  reports it, ``pose_latency_s`` old (stamped when measured) with ``pose_noise_m`` of noise and a drift of
-  ``pose_drift`` m per sqrt(m) of path per axis (bcg_sim.policy.pose.SimulatedPoseSource's model), for
-  policies whose contract's observation.root_source is "pose" (bcg_sim.policy.pose).
+- a pose source off the soles (``pose_rate_hz``): the pelvis' horizontal position and heading as a lidar-inertial
+  odometry on the G1's MID-360 reports them, ``pose_latency_s`` old (stamped when measured) with ``pose_noise_m``
+  of noise and a drift of ``pose_drift`` m per sqrt(m) of path per axis: bcg_sim.policy.pose.SimulatedPoseSource,
+  stepped once per LowState tick, for policies whose contract's observation.root_source is "pose".
 - a seeded start-state spread (``start_joint_noise``, ``start_root_vel_noise``): `perturb_start` adds Gaussian
   noise to the joint angles and the pelvis linear velocity, drawn from a stream seeded by ``seed``.
   bcg-sim2sim --start applies it with the press that starts the policy (HOLD -> RUN), so that the N runs of
@@ -64,6 +64,8 @@ from bcg_policy_node.lowlevel import BadMessage, MotorCommand
 from bcg_sim.config import ConfigError, checker, resolve_config_path
 from bcg_sim.g1 import MOTORS, joints, load_mujoco
 from bcg_sim.g1.joints import VARIANTS, Variant, stand_gains
+from bcg_sim.policy.pose import SimulatedPoseSource
+from bcg_sim.quat import yaw
 from unitree_hg.msg import LowCmd, LowState
 
 # ---------------------------------------------------------------------------------------------------------
@@ -368,10 +370,7 @@ class MujocoBridge(Node):
         self.start_rng = np.random.default_rng(np.random.SeedSequence(self.cfg.seed, spawn_key=(1,)))
         self.perturbations = 0  # perturb_start calls that changed the state
         self.pose_rng = np.random.default_rng(np.random.SeedSequence(self.cfg.seed, spawn_key=(2,)))
-        self._pose_queue: deque[tuple[float, Odometry]] = deque()  # (publish at sim time, message)
-        self._next_pose = 0.0
-        self._pose_walk = np.zeros(2)  # [m] the pose source's drift so far
-        self._pose_last: np.ndarray | None = None  # [m] the pelvis' xy at its last pose
+        self.pose_source = self._new_pose_source()
         self._state_queue: deque[tuple[float, LowState]] = deque()  # (measured at sim time, message)
         self._msg_buffer = LowState()
         self._cmd_queue: deque[tuple[float, MotorCommand]] = deque()  # (apply at sim time, command)
@@ -516,7 +515,7 @@ class MujocoBridge(Node):
     def _on_reset(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         t = self.sim_time
         self.sim.reset()
-        self._pose_last = None  # a jump back to the start is no path the pose source walked
+        self.pose_source = self._new_pose_source()  # a jump back to the start is no path the source walked
         self.sim.data.time = t  # sim time (and /clock) must stay monotonic
         self._cmd_queue.clear()
         response.success, response.message = True, f"reset to the {self.cfg.start_pose} pose"
@@ -557,12 +556,11 @@ class MujocoBridge(Node):
         if self.cfg.ground_truth_rate_hz > 0 and t + 1e-9 >= self._next_gt:
             self._next_gt = t + 1.0 / self.cfg.ground_truth_rate_hz
             self._publish_ground_truth(t)
-        if self.cfg.pose_rate_hz > 0:
-            if t + 1e-9 >= self._next_pose:
-                self._next_pose = t + 1.0 / self.cfg.pose_rate_hz
-                self._pose_queue.append((t + self.cfg.pose_latency_s, self._pose_measurement(t)))
-            while self._pose_queue and self._pose_queue[0][0] <= t + 1e-9:
-                self.pub_pose.publish(self._pose_queue.popleft()[1])
+        if self.pose_source is not None:
+            pos, quat = self.sim.pelvis_pose()
+            pose = self.pose_source.step(np.asarray(pos[:2], float), yaw(np.asarray(quat, float)))
+            if pose is not None:
+                self.pub_pose.publish(self._odometry_msg(t, *pose))
 
     # -- outputs -----------------------------------------------------------------------------------
     def _remote_bytes(self) -> bytes:
@@ -625,19 +623,30 @@ class MujocoBridge(Node):
         arr.header.stamp = _stamp(self.sim_time)
         self.pub_diag.publish(arr)
 
-    def _pose_measurement(self, t: float) -> Odometry:
-        """The pelvis pose now, as the pose source reports it (drift and noise on x and y), stamped now."""
-        pos, quat = self.sim.pelvis_pose()
-        pos = np.array(pos, float)
-        path = 0.0 if self._pose_last is None else float(np.linalg.norm(pos[:2] - self._pose_last))
-        self._pose_last = pos[:2].copy()
-        self._pose_walk += self.pose_rng.normal(0.0, 1.0, 2) * self.cfg.pose_drift * math.sqrt(path)
-        pos[:2] += self._pose_walk + self.pose_rng.normal(0.0, self.cfg.pose_noise_m, 2)
+    def _new_pose_source(self) -> SimulatedPoseSource | None:
+        """The simulated lidar odometry, stepped once per LowState tick (None at pose_rate_hz 0)."""
+        c = self.cfg
+        if c.pose_rate_hz <= 0:
+            return None
+        tick_s = c.steps_per_state * c.physics_dt
+        return SimulatedPoseSource(
+            tick_s, 1.0 / c.pose_rate_hz, c.pose_latency_s, c.pose_noise_m, self.pose_rng, c.pose_drift
+        )
+
+    def _odometry_msg(self, t: float, xy: np.ndarray, heading: float, age_s: float) -> Odometry:
+        """A pose from the source, stamped when it was measured (t - age_s). The source models what the node
+        reads, the horizontal position (noise_m) and heading (exact): z is 0 and roll/pitch level, marked
+        unmeasured by a variance of 1e6 (the ROS convention)."""
         msg = Odometry()
-        msg.header.stamp = _stamp(t)
+        msg.header.stamp = _stamp(max(0.0, t - age_s))
         msg.header.frame_id = "odom"
         msg.child_frame_id = "pelvis"
-        msg.pose.pose = _pose(pos, quat)
+        half = 0.5 * float(heading)
+        msg.pose.pose = _pose(np.array([xy[0], xy[1], 0.0]), np.array([math.cos(half), 0.0, 0.0, math.sin(half)]))
+        var_xy = self.cfg.pose_noise_m**2
+        msg.pose.covariance = [0.0] * 36
+        for k, v in enumerate((var_xy, var_xy, 1e6, 1e6, 1e6, 0.0)):
+            msg.pose.covariance[7 * k] = v
         return msg
 
     def _publish_ground_truth(self, t: float) -> None:
