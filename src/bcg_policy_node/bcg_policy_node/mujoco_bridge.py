@@ -65,7 +65,7 @@ from bcg_sim.config import ConfigError, checker, resolve_config_path
 from bcg_sim.g1 import MOTORS, joints, load_mujoco
 from bcg_sim.g1.joints import VARIANTS, Variant, stand_gains
 from bcg_sim.policy.pose import SimulatedPoseSource
-from bcg_sim.quat import yaw
+from bcg_sim.quat import from_yaw, yaw
 from unitree_hg.msg import LowCmd, LowState
 
 # ---------------------------------------------------------------------------------------------------------
@@ -641,8 +641,7 @@ class MujocoBridge(Node):
         msg.header.stamp = _stamp(max(0.0, t - age_s))
         msg.header.frame_id = "odom"
         msg.child_frame_id = "pelvis"
-        half = 0.5 * float(heading)
-        msg.pose.pose = _pose(np.array([xy[0], xy[1], 0.0]), np.array([math.cos(half), 0.0, 0.0, math.sin(half)]))
+        msg.pose.pose = _pose(np.array([xy[0], xy[1], 0.0]), from_yaw(float(heading)))
         var_xy = self.cfg.pose_noise_m**2
         msg.pose.covariance = [0.0] * 36
         for k, v in enumerate((var_xy, var_xy, 1e6, 1e6, 1e6, 0.0)):
